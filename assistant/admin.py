@@ -1,0 +1,84 @@
+"""Staff review of every chat, run and step. Rows are records of what happened, so they are read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
+
+
+class ReadOnlyAdminMixin:
+    """Records are evidence: staff may read and delete them, never edit or invent them."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class AgentMessageInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = AgentMessage
+    fields = ("created_at", "role", "content", "run")
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+
+
+class AgentStepInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = AgentStep
+    fields = ("seq", "kind", "state", "tool_name", "arguments", "took_effect", "reason", "duration_ms")
+    readonly_fields = fields
+    extra = 0
+    show_change_link = True
+
+
+@admin.register(AgentChat)
+class AgentChatAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("__str__", "owner", "spec", "created_at", "updated_at")
+    list_filter = ("spec",)
+    search_fields = ("title", "owner__username")
+    date_hierarchy = "updated_at"
+    list_select_related = ("owner",)
+    inlines = [AgentMessageInline]
+
+
+@admin.register(AgentRun)
+class AgentRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = (
+        "id", "owner", "spec", "model", "status", "model_calls", "tool_calls", "tool_errors",
+        "total_tokens", "duration_ms", "created_at",
+    )
+    list_filter = ("status", "spec", "model")
+    search_fields = ("owner__username", "reply", "error")
+    date_hierarchy = "created_at"
+    list_select_related = ("owner",)
+    inlines = [AgentStepInline]
+
+
+@admin.register(AgentStep)
+class AgentStepAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("run", "seq", "kind", "state", "tool_name", "took_effect", "duration_ms", "created_at")
+    list_filter = ("kind", "state", "took_effect")
+    search_fields = ("tool_name", "reason")
+    list_select_related = ("run",)
+
+
+@admin.register(AgentMessage)
+class AgentMessageAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("chat", "owner", "role", "created_at")
+    list_filter = ("role",)
+    search_fields = ("content", "owner__username")
+    list_select_related = ("chat", "owner")
+
+
+@admin.register(AgentMemory)
+class AgentMemoryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("__str__", "owner", "spec", "dims", "embedder", "created_at")
+    list_filter = ("spec", "embedder", "dims")
+    search_fields = ("content", "owner__username")
+    exclude = ("embedding",)
+    list_select_related = ("owner",)

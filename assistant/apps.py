@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class AssistantConfig(AppConfig):
+    name = "assistant"
+    verbose_name = "Assistant"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from assistant import checks  # noqa: F401  (registers the system checks)

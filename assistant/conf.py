@@ -1,0 +1,84 @@
+"""The assistant's settings: one `ASSISTANT = {...}` dict in Django settings, read through `assistant_settings`.
+
+Unknown keys are rejected so a typo never silently falls back to a default. Values are re-read
+when tests use `override_settings(ASSISTANT=...)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # Model chain (comma-separated = failover) and embedder; see the README's "Models".
+    "MODEL": "offline",
+    "EMBEDDER": "local",
+    "SPEC": "default",
+    "PERMISSION_PROFILE": "standard",
+    "INSTRUCTIONS": (
+        "You are the assistant inside this web application. You act as the signed-in user through "
+        "the tools you are given, and only through them. Be brief; say what you did."
+    ),
+    # Loop limits, per run.
+    "MAX_MODEL_CALLS": 8,
+    "MAX_TOOL_CALLS": 20,
+    "MAX_WALL_SECONDS": 120,
+    "MAX_TOKENS_PER_RUN": 50_000,
+    "MAX_IDENTICAL_TOOL_CALLS": 3,
+    # Context and memory.
+    "KEEP_MESSAGES": 20,
+    "RECALL_LIMIT": 5,
+    # Abuse limits.
+    "RUNS_PER_MINUTE": 20,
+    "MAX_MESSAGE_CHARS": 8_000,
+    "MAX_FRAME_BYTES": 64_000,
+    # Reads.
+    "READ_LIMIT_MAX": 50,
+    # Providers.
+    "REQUEST_TIMEOUT_SECONDS": 60.0,
+    "MAX_OUTPUT_TOKENS": 1024,
+    "PROVIDERS": {},
+}
+
+
+class AssistantSettings:
+    """Attribute access to ASSISTANT settings with defaults, e.g. `assistant_settings.MAX_MODEL_CALLS`."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        user_settings = getattr(settings, "ASSISTANT", {}) or {}
+        unknown = sorted(set(user_settings) - set(DEFAULTS))
+        if unknown:
+            raise ImproperlyConfigured(
+                f"Unknown ASSISTANT setting(s): {', '.join(unknown)}. Known: {', '.join(sorted(DEFAULTS))}."
+            )
+        return {**DEFAULTS, **user_settings}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._cache is None:
+            self._cache = self._load()
+        try:
+            return self._cache[name]
+        except KeyError:
+            raise AttributeError(f"Unknown ASSISTANT setting {name!r}") from None
+
+    def reload(self) -> None:
+        self._cache = None
+
+
+assistant_settings = AssistantSettings()
+
+
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ASSISTANT":
+        assistant_settings.reload()
+
+
+setting_changed.connect(_reload_on_change)

@@ -1,0 +1,195 @@
+"""The assistant's records. Every row belongs to one owner; `for_user(user)` is the only way
+code outside the admin reads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from pgvector.django import VectorField
+
+
+class OwnedQuerySet(models.QuerySet):
+    """Rows whose `owner_path` is the given user; nothing for anonymous users."""
+
+    owner_path = "owner"
+
+    def for_user(self, user: Any) -> OwnedQuerySet:
+        if user is None or not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(**{self.owner_path: user})
+
+
+class StepQuerySet(OwnedQuerySet):
+    owner_path = "run__owner"
+
+
+class AgentChat(models.Model):
+    """One conversation. A person's most recently updated chat is their current one."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_chats")
+    spec = models.CharField(max_length=100, default="default")
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=False)
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="chat_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.title or f"Chat {self.pk}"
+
+
+class AgentMessage(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+        SUMMARY = "summary"
+
+    chat = models.ForeignKey(AgentChat, on_delete=models.CASCADE, related_name="messages")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField()
+    run = models.ForeignKey(
+        "AgentRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["chat", "created_at"], name="message_chat_created")]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:60]}"
+
+
+class AgentRun(models.Model):
+    """One turn: the work the assistant did to answer one user message."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        AWAITING_CONFIRMATION = "awaiting_confirmation"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        TIMED_OUT = "timed_out"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_CONFIRMATION)
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_runs")
+    chat = models.ForeignKey(AgentChat, on_delete=models.CASCADE, related_name="runs")
+    spec = models.CharField(max_length=100, default="default")
+    model = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
+    reply = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    model_calls = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    tool_errors = models.PositiveIntegerField(default=0)
+    intent = models.CharField(max_length=100, blank=True)
+    quality_score = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="run_owner_recent"),
+            models.Index(fields=["chat", "-created_at"], name="run_chat_recent"),
+            models.Index(fields=["status", "created_at"], name="run_status_age"),
+        ]
+        constraints = [
+            # At most one active run per chat, enforced by the database, not by hope.
+            models.UniqueConstraint(
+                fields=["chat"],
+                condition=Q(status__in=["queued", "running", "awaiting_confirmation"]),
+                name="one_active_run_per_chat",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+
+class AgentStep(models.Model):
+    """One model call, tool call or notice inside a run, written as it happens."""
+
+    class Kind(models.TextChoices):
+        MODEL_CALL = "model_call"
+        TOOL_CALL = "tool_call"
+        NOTICE = "notice"
+
+    class State(models.TextChoices):
+        STARTED = "started"
+        FINISHED = "finished"
+
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.FINISHED)
+    tool_name = models.CharField(max_length=200, blank=True)
+    arguments = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    took_effect = models.BooleanField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = StepQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="step_run_seq_unique")]
+
+    def __str__(self) -> str:
+        label = self.tool_name or self.kind
+        return f"#{self.seq} {label}"
+
+
+class AgentMemory(models.Model):
+    """Something the assistant remembers for one owner. The vector column has no fixed dimension,
+    so embedders of different sizes can coexist; only same-`dims` rows are ever compared."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_memories")
+    spec = models.CharField(max_length=100, default="default")
+    content = models.TextField()
+    embedding = VectorField()
+    dims = models.PositiveIntegerField()
+    embedder = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "agent memories"
+        indexes = [models.Index(fields=["owner", "spec", "dims"], name="memory_owner_spec_dims")]
+
+    def __str__(self) -> str:
+        return self.content[:80]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.embedding is not None:
+            self.dims = len(self.embedding)
+        super().save(*args, **kwargs)

