@@ -41,6 +41,19 @@ DEFAULTS: dict[str, Any] = {
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,
     "PROVIDERS": {},
+    # Failover (assistant/llm/failover.py): retries of a transient failure per provider and call,
+    # exponential backoff from RETRY_BACKOFF_SECONDS capped at RETRY_BACKOFF_MAX_SECONDS; a
+    # Retry-After longer than RETRY_AFTER_MAX_SECONDS fails over instead of waiting.
+    "PROVIDER_RETRIES": 2,
+    "RETRY_BACKOFF_SECONDS": 0.5,
+    "RETRY_BACKOFF_MAX_SECONDS": 8.0,
+    "RETRY_AFTER_MAX_SECONDS": 30.0,
+    # The shared circuit breaker: opens after this many calls failed their retries, for the cool-down.
+    "BREAKER_FAILURE_THRESHOLD": 1,
+    "BREAKER_COOLDOWN_SECONDS": 30.0,
+    # A provider that failed permanently (auth, payment, unknown model) is skipped this long,
+    # or until its configuration (key, URL, model) changes.
+    "PERMANENT_FAILURE_SECONDS": 3600,
 }
 
 

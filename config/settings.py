@@ -223,3 +223,19 @@ if os.environ.get("ASSISTANT_MODEL"):
     ASSISTANT["MODEL"] = os.environ["ASSISTANT_MODEL"]
 if os.environ.get("ASSISTANT_EMBEDDER"):
     ASSISTANT["EMBEDDER"] = os.environ["ASSISTANT_EMBEDDER"]
+# Model providers: credentials and endpoints (unset = the provider's public API). With no
+# ASSISTANT_MODEL the built-in offline demo model answers; see the README's "Models".
+ASSISTANT["PROVIDERS"] = {
+    "openai": {
+        "api_key": os.environ.get("OPENAI_API_KEY") or None,
+        "base_url": os.environ.get("OPENAI_BASE_URL") or None,
+    },
+    "anthropic": {
+        "api_key": os.environ.get("ANTHROPIC_API_KEY") or None,
+        "base_url": os.environ.get("ANTHROPIC_BASE_URL") or None,
+    },
+}
+if os.environ.get("ASSISTANT_REQUEST_TIMEOUT_SECONDS"):
+    ASSISTANT["REQUEST_TIMEOUT_SECONDS"] = float(os.environ["ASSISTANT_REQUEST_TIMEOUT_SECONDS"])
+if os.environ.get("ASSISTANT_MAX_OUTPUT_TOKENS"):
+    ASSISTANT["MAX_OUTPUT_TOKENS"] = int(os.environ["ASSISTANT_MAX_OUTPUT_TOKENS"])

@@ -1,0 +1,185 @@
+"""`openai:MODEL` — Chat Completions with tools through the official SDK, streamed when listened to.
+
+`base_url` reaches any compatible server (Ollama, vLLM, llama.cpp's server, OpenRouter, Azure).
+The SDK's own retries are off: retry, backoff and the breaker live in failover, shared by all
+providers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from .errors import ProviderError, classify_status, connection_error, error_detail, timeout_error
+from .remote import RemoteModel, cached_client, parse_arguments
+from .types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
+
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Compatible servers without a key still need a non-empty one in the Authorization header.
+_NO_KEY = "not-needed"
+
+
+def message_to_openai(message: Message) -> dict[str, Any]:
+    """One neutral message as a Chat Completions message."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {
+                        "name": call.name,
+                        "arguments": call.invalid_arguments
+                        if call.invalid_arguments is not None
+                        else json.dumps(call.arguments),
+                    },
+                }
+                for call in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def tool_to_openai(tool: ToolSpec) -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": dict(tool.parameters)},
+    }
+
+
+class OpenAIChatModel(RemoteModel):
+    """A Chat Completions endpoint. See `ProviderConfig` for the options."""
+
+    credential_hint = "OPENAI_API_KEY"
+
+    def _client(self) -> openai.OpenAI:
+        config = self.config
+        if not config.api_key and not config.base_url:
+            raise self._missing_key()
+        base_url = config.base_url or OPENAI_DEFAULT_BASE_URL
+        api_key = config.api_key or _NO_KEY
+        return cached_client(
+            ("openai", base_url, api_key, config.timeout),
+            lambda: openai.OpenAI(api_key=api_key, base_url=base_url, timeout=config.timeout, max_retries=0),
+        )
+
+    def request_body(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool) -> dict[str, Any]:
+        """The JSON body sent for these messages and tools (also used by the benchmark)."""
+        config = self.config
+        limit_field = config.max_tokens_field or (
+            "max_tokens" if config.base_url else "max_completion_tokens"
+        )
+        body: dict[str, Any] = {
+            "model": config.model,
+            "messages": [message_to_openai(m) for m in messages],
+            limit_field: config.max_output_tokens,
+        }
+        if tools:
+            body["tools"] = [tool_to_openai(t) for t in tools]
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    def _call(
+        self, messages: list[Message], tools: list[ToolSpec], on_text_delta: TextDeltaCallback | None
+    ) -> ModelResponse:
+        stream = on_text_delta is not None and self.config.stream
+        body = self.request_body(messages, tools, stream=stream)
+        client = self._client()
+        try:
+            if stream:
+                assert on_text_delta is not None
+                return self._read_stream(client.chat.completions.create(**body), on_text_delta)
+            return self._read_completion(client.chat.completions.create(**body))
+        except openai.APITimeoutError as exc:
+            raise timeout_error(self.name, self.config.timeout) from exc
+        except openai.APIConnectionError as exc:
+            raise connection_error(self.name, str(exc.__cause__ or exc)) from exc
+        except openai.APIStatusError as exc:
+            raise classify_status(
+                exc.status_code,
+                provider=self.name,
+                detail=error_detail(exc.body),
+                headers=dict(exc.response.headers),
+                credential_hint=self.credential_hint,
+            ) from exc
+        except openai.APIError as exc:
+            # A stream that ended with an error event, or a body the SDK could not read.
+            raise ProviderError(f"{self.name}: {exc.message}", kind="transient", provider=self.name) from exc
+
+    def _read_completion(self, completion: Any) -> ModelResponse:
+        if not completion.choices:
+            raise ProviderError(
+                f"{self.name}: the answer had no choices.", kind="transient", provider=self.name
+            )
+        message = completion.choices[0].message
+        calls = []
+        for call in message.tool_calls or ():
+            function = getattr(call, "function", None)
+            if function is None:
+                continue  # a custom (non-function) tool call, which this product never offers
+            arguments, invalid = parse_arguments(function.arguments or "")
+            calls.append(
+                ToolCall(id=call.id, name=function.name, arguments=arguments, invalid_arguments=invalid)
+            )
+        usage = completion.usage
+        return ModelResponse(
+            text=message.content or "",
+            tool_calls=tuple(calls),
+            usage=Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else Usage(),
+            model=completion.model or self.config.model,
+            provider=self.name,
+        )
+
+    def _read_stream(self, stream: Any, on_text_delta: TextDeltaCallback) -> ModelResponse:
+        text: list[str] = []
+        # Tool calls arrive in fragments keyed by index: the first carries id and name, the rest
+        # carry pieces of the JSON arguments.
+        partial: dict[int, dict[str, Any]] = {}
+        usage = Usage()
+        model = ""
+        with stream:
+            for chunk in stream:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        text.append(delta.content)
+                        on_text_delta(delta.content)
+                    for fragment in delta.tool_calls or ():
+                        slot = partial.setdefault(fragment.index, {"id": "", "name": "", "arguments": []})
+                        if fragment.id:
+                            slot["id"] = fragment.id
+                        if fragment.function is not None:
+                            if fragment.function.name:
+                                slot["name"] += fragment.function.name
+                            if fragment.function.arguments:
+                                slot["arguments"].append(fragment.function.arguments)
+        calls = []
+        for index in sorted(partial):
+            slot = partial[index]
+            arguments, invalid = parse_arguments("".join(slot["arguments"]))
+            calls.append(
+                ToolCall(
+                    id=slot["id"] or f"call_{index}",
+                    name=slot["name"],
+                    arguments=arguments,
+                    invalid_arguments=invalid,
+                )
+            )
+        return ModelResponse(
+            text="".join(text),
+            tool_calls=tuple(calls),
+            usage=usage,
+            model=model or self.config.model,
+            provider=self.name,
+        )

@@ -1,0 +1,165 @@
+"""The HTTP plumbing shared by the fake provider servers."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One answer: `json` as a body, or `sse` as (event name or None, data) pairs streamed in order."""
+
+    status: int = 200
+    json: Any = None
+    sse: list[tuple[str | None, Any]] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+def error_reply(
+    status: int, message: str = "fake error", *, headers: dict[str, str] | None = None, delay: float = 0.0
+) -> Reply:
+    return Reply(
+        status=status,
+        json={"error": {"message": message, "type": "fake_error"}},
+        headers=dict(headers or {}),
+        delay=delay,
+    )
+
+
+class FakeServer:
+    """A threaded HTTP server on a free loopback port; use as a context manager."""
+
+    path = "/"
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # What subclasses provide.
+    def validate(self, body: Any, headers: dict[str, str]) -> str | None:
+        """Why the real API would refuse this request, or None."""
+        return None
+
+    def default_reply(self, body: Any) -> Reply:
+        return Reply(json={})
+
+    def bad_request(self, message: str) -> Reply:
+        return error_reply(400, message)
+
+    # Control.
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "start() the server first"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def queue(self, *replies: Reply) -> None:
+        """Answer the next requests with these replies, in order; then the default reply."""
+        with self._lock:
+            self._replies.extend(replies)
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [request.body for request in self.requests]
+
+    def start(self) -> FakeServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                return  # keep test output clean
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length)
+                try:
+                    body: Any = json.loads(raw or b"null")
+                except json.JSONDecodeError:
+                    body = raw.decode(errors="replace")
+                headers = {key.lower(): value for key, value in self.headers.items()}
+                with server._lock:
+                    server.requests.append(Recorded(self.path, headers, body))
+                if self.path.split("?")[0] != server.path:
+                    reply = error_reply(404, f"no route {self.path}")
+                elif problem := (server.validate(body, headers) if isinstance(body, dict) else "not a JSON object"):
+                    reply = server.bad_request(problem)
+                else:
+                    with server._lock:
+                        queued = server._replies.popleft() if server._replies else None
+                    reply = queued or server.default_reply(body)
+                try:
+                    server._send(self, reply)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up (a timeout test)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-model-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+        if reply.delay:
+            time.sleep(reply.delay)
+        handler.send_response(reply.status)
+        for key, value in reply.headers.items():
+            handler.send_header(key, value)
+        if reply.sse is not None:
+            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Cache-Control", "no-cache")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            for event, data in reply.sse:
+                chunk = f"event: {event}\n" if event else ""
+                chunk += f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
+                handler.wfile.write(chunk.encode())
+                handler.wfile.flush()
+            handler.close_connection = True
+            return
+        payload = json.dumps(reply.json if reply.json is not None else {}).encode()
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+
+def split_text(text: str, pieces: int) -> list[str]:
+    """`text` cut into about `pieces` consecutive fragments (how streams deliver JSON arguments)."""
+    if not text:
+        return []
+    size = max(1, -(-len(text) // pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)]
