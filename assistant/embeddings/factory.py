@@ -1,0 +1,51 @@
+"""`get_embedder()`: the embedder named by the ASSISTANT["EMBEDDER"] setting."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assistant.embeddings.base import Embedder, EmbeddingError
+
+SPEC_HELP = "Use `local` (the packaged all-MiniLM-L6-v2) or `openai:MODEL` (any compatible endpoint)."
+
+
+def get_embedder(spec: str | None = None) -> Embedder:
+    """The embedder for `spec`, or for ASSISTANT["EMBEDDER"] (default `local`) when it is None.
+
+    `local` and `local:all-MiniLM-L6-v2` (the name stored beside its vectors) are the NumPy MiniLM,
+    whose weights load on the first `embed()` call, once per process. `openai:MODEL` uses the
+    `openai` entry of ASSISTANT["PROVIDERS"] for `api_key` and `base_url`. Building an embedder makes
+    no network call. An unknown spec raises EmbeddingError.
+    """
+    # Imported here, not at module level, so the pure NumPy model stays importable without Django.
+    from assistant.conf import assistant_settings
+
+    if spec is None:
+        spec = assistant_settings.EMBEDDER
+    if not isinstance(spec, str) or not spec.strip():
+        raise EmbeddingError(f"ASSISTANT['EMBEDDER'] is empty or not a string ({spec!r}). {SPEC_HELP}")
+    kind, _, argument = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    argument = argument.strip()
+
+    if kind == "local":
+        from assistant.embeddings.minilm import MODEL_NAME, LocalEmbedder
+
+        if argument and argument != MODEL_NAME:
+            raise EmbeddingError(f"The local embedder only has {MODEL_NAME}, not {argument!r}.")
+        return LocalEmbedder()
+    if kind == "openai":
+        from assistant.embeddings.openai_compat import OpenAIEmbedder
+
+        if not argument:
+            raise EmbeddingError(f"{spec!r} names no model; write e.g. `openai:text-embedding-3-small`.")
+        providers: Any = assistant_settings.PROVIDERS
+        config = providers.get("openai", {}) if isinstance(providers, dict) else {}
+        config = config if isinstance(config, dict) else {}
+        return OpenAIEmbedder(
+            argument,
+            api_key=config.get("api_key") or None,
+            base_url=config.get("base_url") or None,
+            timeout=float(assistant_settings.REQUEST_TIMEOUT_SECONDS),
+        )
+    raise EmbeddingError(f"Unknown embedder {spec!r}. {SPEC_HELP}")
