@@ -10,3 +10,7 @@ class AssistantConfig(AppConfig):
 
     def ready(self) -> None:
         from assistant import checks  # noqa: F401  (registers the system checks)
+        from assistant.tools import autodiscover
+        from assistant.tools import checks as tool_checks  # noqa: F401  (registers the tool checks)
+
+        autodiscover()

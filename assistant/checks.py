@@ -41,7 +41,7 @@ def check_pgvector_available(app_configs: Any, databases: Any = None, **kwargs: 
 @register()
 def check_channel_layer(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """An in-memory layer cannot carry events from a Celery worker to daphne: live steps would vanish."""
-    backend = settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", "")
+    backend = str(settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", ""))
     if not settings.DEBUG and backend.endswith("InMemoryChannelLayer"):
         return [
             Error(

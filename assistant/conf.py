@@ -37,6 +37,11 @@ DEFAULTS: dict[str, Any] = {
     "MAX_FRAME_BYTES": 64_000,
     # Reads.
     "READ_LIMIT_MAX": 50,
+    # Tools: a string argument with no declared maximum (e.g. a text area) is capped at this length.
+    "MAX_ARGUMENT_CHARS": 10_000,
+    # Named specs: which tools each may use ("__all__" or a list of names) and its permission profile
+    # (restricted / standard / trusted). A spec not listed here, if it is SPEC, sees every tool.
+    "SPECS": {},
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,

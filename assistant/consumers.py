@@ -27,7 +27,8 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("bad_frame", "Frames must be JSON text.")
             return
         if len(text_data.encode()) > assistant_settings.MAX_FRAME_BYTES:
-            await self.send_error("frame_too_large", f"Frames are limited to {assistant_settings.MAX_FRAME_BYTES} bytes.")
+            limit = assistant_settings.MAX_FRAME_BYTES
+            await self.send_error("frame_too_large", f"Frames are limited to {limit} bytes.")
             return
         try:
             content = json.loads(text_data)

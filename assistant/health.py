@@ -33,7 +33,7 @@ def database_status() -> dict[str, Any]:
 
 def redis_status() -> dict[str, Any]:
     def probe() -> None:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1)
+        client = redis.Redis.from_url(str(settings.REDIS_URL), socket_connect_timeout=1, socket_timeout=1)
         try:
             client.ping()
         finally:

@@ -13,4 +13,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("assistant/", include("assistant.urls")),
+    path("tracker/", include("tracker.urls")),
 ]

@@ -7,11 +7,17 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from assistant.health import overall_status
+from tracker.models import Project, Task
 
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+    """The signed-in person's projects and their open tasks, nearest due first."""
+    context = {
+        "projects": Project.objects.for_user(request.user).filter(archived=False),
+        "open_tasks": Task.objects.for_user(request.user).open().select_related("project", "assignee")[:10],
+    }
+    return render(request, "home.html", context)
 
 
 @never_cache

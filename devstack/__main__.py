@@ -24,6 +24,7 @@ from devstack.services import (
     with_redis_db,
 )
 
+
 def _say(message: str) -> None:
     print(f"[devstack] {message}", flush=True)
 
@@ -126,7 +127,8 @@ def _wait_for_http(url: str, supervisor: Supervisor, timeout: float) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     host, port = args.host, args.port
     if not port_is_free(host, port):
-        _say(f"Port {port} on {host} is already in use (another `make run`?). Stop it, or run: PORT={port + 1} make run")
+        _say(f"Port {port} on {host} is already in use (another `make run`?). "
+             f"Stop it, or choose another port: PORT={port + 1} make run")
         return 1
     environ, started = _child_environment(None)
     environ.setdefault("DJANGO_DEBUG", "1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -10,6 +11,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -54,7 +56,7 @@ def port_is_free(host: str, port: int) -> bool:
 # --- PostgreSQL ---------------------------------------------------------------------------------
 
 
-def _import_pgserver(paths: Paths):  # -> the pgserver module
+def _import_pgserver(paths: Paths) -> Any:
     # pgserver keeps its lock file in the user's runtime dir; root has none on a bare machine.
     if not os.environ.get("XDG_RUNTIME_DIR"):
         runtime = paths.data / "run"
@@ -69,7 +71,7 @@ def _import_pgserver(paths: Paths):  # -> the pgserver module
     return pgserver
 
 
-def _postmaster(paths: Paths):  # -> pgserver.utils.PostmasterInfo | None
+def _postmaster(paths: Paths) -> Any:  # pgserver.utils.PostmasterInfo | None
     _import_pgserver(paths)
     from pgserver.utils import PostmasterInfo
 
@@ -95,13 +97,18 @@ def start_postgres(paths: Paths) -> tuple[str, bool]:
     if running:
         return running, False
     paths.pg.mkdir(parents=True, exist_ok=True)
+    pgdata = paths.pg.resolve()
+    # pgserver caches one handle per folder and would hand back a stale one after a stop in this process.
+    pgserver.PostgresServer._instances.pop(pgdata, None)
     try:
         # cleanup_mode=None: the server outlives this process; `stop_postgres` ends it explicitly.
-        server = pgserver.get_server(paths.pg, cleanup_mode=None)
+        server = pgserver.PostgresServer(pgdata, cleanup_mode=None)
     except Exception as exc:  # pgserver raises bare CalledProcessError/TimeoutExpired/AssertionError
         log = paths.pg / "log"
         tail = log.read_text()[-2000:] if log.exists() else "(no log)"
         raise ServiceError(f"PostgreSQL did not start: {exc}\n--- {log} ---\n{tail}") from exc
+    # Its exit hook only bookkeeps (and logs into closed streams at interpreter exit); we stop explicitly.
+    atexit.unregister(server._cleanup)
     info = server.get_postmaster_info()
     _ensure_database(info.get_uri())
     return _database_url(info.socket_dir), True
@@ -119,10 +126,9 @@ def _ensure_database(admin_uri: str) -> None:
 def stop_postgres(paths: Paths) -> bool:
     if _postmaster(paths) is None:
         return False
-    from pgserver import pg_ctl
-
+    pgserver = _import_pgserver(paths)
     user = "pgserver" if os.geteuid() == 0 else None  # pgserver runs the server as this user under root
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=paths.pg, user=user, timeout=30)
+    pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=paths.pg, user=user, timeout=30)
     return True
 
 
@@ -261,8 +267,7 @@ def stop_services(paths: Paths, started: Started | None = None) -> list[str]:
 def read_env_file(paths: Paths) -> dict[str, str]:
     if not paths.env_file.exists():
         return {}
-    pairs = (line.split("=", 1) for line in paths.env_file.read_text().splitlines() if "=" in line)
-    return {key: value for key, value in pairs}
+    return dict(line.split("=", 1) for line in paths.env_file.read_text().splitlines() if "=" in line)
 
 
 def write_env_file(paths: Paths, values: dict[str, str]) -> None:

@@ -19,6 +19,13 @@ from django.db import connection
 from django.test import Client
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Channels runs database work in executor threads; persistent connections there would outlive
+    # the test and keep the test database from being dropped.
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+
 _usernames = itertools.count(1)
 
 
@@ -80,15 +87,39 @@ def celery_worker(django_db_setup: None, django_db_blocker: Any) -> Iterator[sub
         if any(name.startswith(expected) for reply in replies for name in reply):
             break
         if worker.poll() is not None:
-            raise RuntimeError(f"The test Celery worker exited with {worker.returncode}; see {log.name}")
+            raise RuntimeError(f"The test Celery worker exited with {worker.returncode}:\n{_tail(log.name)}")
     else:
-        worker.kill()
-        raise RuntimeError(f"The test Celery worker did not answer within 30s; see {log.name}")
+        stop_process(worker)
+        raise RuntimeError(f"The test Celery worker did not answer within 30s:\n{_tail(log.name)}")
     yield worker
-    worker.terminate()
-    try:
-        worker.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        worker.kill()
-        worker.wait()
+    stop_process(worker)
     log.close()
+    with django_db_blocker.unblock():
+        _wait_for_other_sessions_to_leave()
+
+
+def _tail(path: str, lines: int = 40) -> str:
+    return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _wait_for_other_sessions_to_leave(timeout: float = 10) -> None:
+    """PostgreSQL ends a closed session's backend a moment after the client goes; dropping the test
+    database before that fails with "being accessed by other users"."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.1)
