@@ -2,9 +2,9 @@
 
 import django.db.models.deletion
 import pgvector.django.vector
-from pgvector.django import VectorExtension
 from django.conf import settings
 from django.db import migrations, models
+from pgvector.django import VectorExtension
 
 
 class Migration(migrations.Migration):
