@@ -1,0 +1,39 @@
+"""Assistant tools: the app's own views and model reads, fired as the signed-in user.
+
+Declare with `@tool(...)` on a view or `readable(Model, fields=..., scope=...)` in an app's
+`assistant_tools.py`; offer with `tools_for(user, spec)`; run with `execute_tool(user, name, args)`.
+"""
+
+from __future__ import annotations
+
+from assistant.tools.declarations import ReadTool, ViewTool, readable, tool
+from assistant.tools.executor import STATUSES, ToolOutcome, execute_tool
+from assistant.tools.offer import PROFILES, PermissionProfile, Tool, ToolScope, resolve_scope, tools_for
+from assistant.tools.registry import (
+    AlreadyRegistered,
+    NotRegistered,
+    autodiscover,
+    register_temporarily,
+    registry,
+)
+
+__all__ = [
+    "PROFILES",
+    "STATUSES",
+    "AlreadyRegistered",
+    "NotRegistered",
+    "PermissionProfile",
+    "ReadTool",
+    "Tool",
+    "ToolOutcome",
+    "ToolScope",
+    "ViewTool",
+    "autodiscover",
+    "execute_tool",
+    "readable",
+    "register_temporarily",
+    "registry",
+    "resolve_scope",
+    "tool",
+    "tools_for",
+]

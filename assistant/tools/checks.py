@@ -1,0 +1,88 @@
+"""System checks for declared tools (assistant.E010… / W010…), run by `manage.py check` and at start-up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import FieldDoesNotExist
+
+from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
+from assistant.tools.reads import model_field
+from assistant.tools.registry import registry
+
+
+def _view_messages(definition: ViewTool) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    binding = registry.binding(definition)
+    if binding is None:
+        messages.append(Error(
+            f"Tool {definition.name!r} is declared on a view that no named URL pattern routes to.",
+            hint="Route the view with path(..., name=...); the executor reverses that name.",
+            obj=definition.view, id="assistant.E012",
+        ))
+        return messages
+    if binding.problem:
+        messages.append(Error(
+            f"Tool {definition.name!r} cannot be offered: {binding.problem}.",
+            hint="Give the form JSON-friendly fields, or pass form=... to @tool.",
+            obj=definition.view, id="assistant.E013",
+        ))
+    elif binding.unsupported:
+        messages.append(Warning(
+            f"Tool {definition.name!r} leaves out optional field(s) with no JSON form: "
+            f"{', '.join(binding.unsupported)}.",
+            hint="The assistant cannot fill them; that is fine if they are truly optional.",
+            obj=definition.view, id="assistant.W012",
+        ))
+    if definition.kind == "write" and definition.permission is None and not binding.guarded:
+        messages.append(Warning(
+            f"Write tool {definition.name!r} has no permission story: no permission= and the view "
+            "does not require a login.",
+            hint="Add @login_required / LoginRequiredMixin (and scope the queryset), or permission=...",
+            obj=definition.view, id="assistant.W011",
+        ))
+    return messages
+
+
+def _read_messages(definition: ReadTool) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    label = definition.model._meta.label
+    if definition.scope is None:
+        messages.append(Warning(
+            f"{label} is declared readable ({definition.name!r}) without a scope, so nothing can be read.",
+            hint="Pass scope=lambda user, qs: qs.filter(owner=user) (or the name of a queryset method).",
+            obj=definition.model, id="assistant.W010",
+        ))
+    for name in [*definition.fields, *definition.search_fields, *(o.lstrip("-") for o in definition.ordering)]:
+        try:
+            model_field(definition.model, name)
+        except FieldDoesNotExist:
+            messages.append(Error(
+                f"Read tool {definition.name!r} names {name!r}, which is not a field of {label}.",
+                hint="Use model field names, following relations with '__'.",
+                obj=definition.model, id="assistant.E014",
+            ))
+    return messages
+
+
+@register()
+def check_tools(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Every declared tool has a usable name, a description and, for views, a route and a schema."""
+    messages: list[CheckMessage] = []
+    for definition in registry.all():
+        if not TOOL_NAME.match(definition.name):
+            messages.append(Error(
+                f"Tool name {definition.name!r} is not usable by model providers.",
+                hint="Use 1-64 letters, digits, '_' or '-'.", id="assistant.E011",
+            ))
+        if not definition.description:
+            messages.append(Error(
+                f"Tool {definition.name!r} has no description; the model would not know when to use it.",
+                hint="Pass description=... or give the view a docstring.", id="assistant.E010",
+            ))
+        if isinstance(definition, ViewTool):
+            messages.extend(_view_messages(definition))
+        else:
+            messages.extend(_read_messages(definition))
+    return messages

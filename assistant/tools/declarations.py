@@ -1,0 +1,214 @@
+"""What a developer writes: `@tool(...)` on a view and `readable(Model, ...)` for a model.
+
+Both only record a definition in the registry; the view itself is returned unchanged, so the page
+works exactly as before for people using the browser.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+from django.db import models
+from django.views.generic.edit import BaseUpdateView, DeletionMixin, ProcessFormView
+
+from assistant.tools.registry import registry
+from assistant.tools.schema import DerivedSchema, form_schema, parameters_schema, url_kwargs_schema
+
+Permission = str | Sequence[str] | Callable[[Any], bool] | None
+Scope = Callable[[Any, models.QuerySet], models.QuerySet] | str | None
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+ATTRIBUTE = "assistant_tool"
+
+
+def _clean_doc(obj: Any) -> str:
+    return " ".join((inspect.getdoc(obj) or "").split())
+
+
+@dataclass(eq=False)
+class ViewTool:
+    """A view the assistant may fire; the URL pattern that routes to it is found at first use."""
+
+    name: str
+    description: str
+    view: Any
+    confirm: bool = False
+    destructive: bool = False
+    permission: Permission = None
+    method: str = "GET"
+    partial: bool = False
+    form_class: type[forms.BaseForm] | None = None
+    fields: list[str] | None = None
+    descriptions: dict[str, str] = field(default_factory=dict)
+
+    kind_of = "view"
+
+    @property
+    def kind(self) -> str:
+        return "read" if self.method == "GET" else "write"
+
+    @property
+    def is_class_view(self) -> bool:
+        return inspect.isclass(self.view)
+
+    @property
+    def model(self) -> type[models.Model] | None:
+        if self.is_class_view:
+            model = getattr(self.view, "model", None)
+            queryset = getattr(self.view, "queryset", None)
+            if model is None and queryset is not None:
+                model = queryset.model
+            if model is not None:
+                return model
+        meta = getattr(self.form_class, "_meta", None)
+        return getattr(meta, "model", None)
+
+    def derive_schema(self, converters: dict[str, Any]) -> tuple[DerivedSchema, dict[str, Any]]:
+        """The arguments: URL kwargs, then the form's fields (writes), then typed keyword parameters."""
+        form_class = self.declared_form_class() if self.method == "POST" else None
+        model = self.model or getattr(getattr(form_class, "_meta", None), "model", None)
+        derived = url_kwargs_schema(converters, self.descriptions, str(model._meta.verbose_name) if model else None)
+        annotations: dict[str, Any] = {}
+        if form_class is not None:
+            derived.merge(form_schema(form_class, partial=self.partial))
+        if not self.is_class_view:
+            params, annotations = parameters_schema(self.view, converters, self.descriptions)
+            derived.merge(params)
+        for name, text in self.descriptions.items():
+            if name in derived.properties:
+                derived.properties[name]["description"] = text
+        return derived, annotations
+
+    def declared_form_class(self) -> type[forms.BaseForm] | None:
+        """The form the view validates: given to `@tool(form=...)`, or the class-based view's own."""
+        if self.form_class is not None or not self.is_class_view:
+            return self.form_class
+        if not hasattr(self.view, "get_form_class"):
+            return None
+        view = self.view()
+        view.object = None
+        view.kwargs = {}
+        return view.get_form_class()
+
+
+@dataclass(eq=False)
+class ReadTool:
+    """Read access to a model's declared fields, limited to the rows `scope` gives the user."""
+
+    name: str
+    description: str
+    model: type[models.Model]
+    fields: list[str]
+    scope: Scope = None
+    search_fields: list[str] = field(default_factory=list)
+    ordering: list[str] = field(default_factory=list)
+    permission: Permission = None
+    confirm: bool = False
+
+    kind_of = "read"
+    kind = "read"
+    destructive = False
+    method = "GET"
+
+
+def _default_name(view: Any) -> str:
+    module = view.__module__.split(".")[0]
+    base = re.sub(r"(?<!^)(?=[A-Z])", "_", view.__name__).lower().removesuffix("_view")
+    return f"{module}_{base}"
+
+
+def tool(
+    description: str | None = None,
+    *,
+    name: str | None = None,
+    confirm: bool = False,
+    destructive: bool | None = None,
+    permission: Permission = None,
+    method: str | None = None,
+    form: type[forms.BaseForm] | None = None,
+    partial: bool | None = None,
+    fields: Sequence[str] | None = None,
+    descriptions: dict[str, str] | None = None,
+) -> Callable[[Any], Any]:
+    """Declare a view (function or class) as an assistant tool; returns the view unchanged.
+
+    `description` defaults to the docstring. `confirm=True` asks the user before it runs.
+    `permission` is a permission codename (or several, or a callable taking the user) needed to be
+    offered the tool. For class-based form views the method (POST), the form, `destructive` (delete
+    views) and `partial` (update views: omitted fields keep their current values) are inferred;
+    function views say `method="POST"` and `form=...` themselves. `fields` lists the object fields
+    a list/detail view hands back. Keyword-only typed parameters of a function view become
+    arguments too.
+    """
+
+    def decorate(view: Any) -> Any:
+        is_class = inspect.isclass(view)
+        text = " ".join((description or "").split()) or _clean_doc(view)
+        if is_class:
+            inferred_method = "POST" if issubclass(view, ProcessFormView | DeletionMixin) else "GET"
+            inferred_destructive = issubclass(view, DeletionMixin)
+            inferred_partial = issubclass(view, BaseUpdateView)
+        else:
+            inferred_method = "POST" if form is not None else "GET"
+            inferred_destructive = inferred_partial = False
+        definition = ViewTool(
+            name=name or _default_name(view),
+            description=text,
+            view=view,
+            confirm=confirm,
+            destructive=inferred_destructive if destructive is None else destructive,
+            permission=permission,
+            method=(method or inferred_method).upper(),
+            partial=inferred_partial if partial is None else partial,
+            form_class=form,
+            fields=list(fields) if fields is not None else None,
+            descriptions=dict(descriptions or {}),
+        )
+        if definition.method not in {"GET", "POST"}:
+            raise ValueError(f"Tool {definition.name!r}: method must be GET or POST, not {definition.method!r}.")
+        registry.register(definition)
+        # Recorded on the view so the URL pattern that routes to it can be recognised; function
+        # decorators applied on top (login_required, require_POST) copy it through functools.wraps.
+        setattr(view, ATTRIBUTE, definition)
+        return view
+
+    return decorate
+
+
+def readable(
+    model: type[models.Model],
+    *,
+    fields: Sequence[str],
+    scope: Scope = None,
+    name: str | None = None,
+    description: str | None = None,
+    search: Sequence[str] | None = None,
+    ordering: Sequence[str] | None = None,
+    permission: Permission = None,
+) -> ReadTool:
+    """Make `model` readable by the assistant: a read tool over `fields`, limited by `scope`.
+
+    `scope(user, queryset)` returns the rows the user may read; a string names a queryset method
+    (e.g. `"for_user"`) called with the user. Without a scope the model is declared but never
+    readable (default deny; a system check warns). `search` lists the fields free text looks in
+    (default: the declared text fields).
+    """
+    meta = model._meta
+    verbose = str(meta.verbose_name_plural)
+    definition = ReadTool(
+        name=name or f"{meta.app_label}_{meta.model_name}_list",
+        description=" ".join((description or f"List {verbose} you can see, with their {', '.join(fields)}.").split()),
+        model=model,
+        fields=list(fields),
+        scope=scope,
+        search_fields=list(search) if search is not None else [],
+        ordering=list(ordering) if ordering is not None else [],
+        permission=permission,
+    )
+    registry.register(definition)
+    return definition

@@ -1,0 +1,335 @@
+"""Firing a tool: the view is dispatched through the URL resolver with an internal request whose user
+is the signed-in user, so its decorators and its own queryset scoping decide, as in the browser.
+
+Nothing here is reachable over HTTP: the only way in is a Python call from the run loop. The outcome
+is read from the response (redirect, form errors, 403, 404, JSON, the objects of a list/detail view)
+and never raises: a crashing view becomes an `error` outcome and its writes are rolled back.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import logging
+import typing
+import uuid
+from dataclasses import dataclass, field
+from importlib import import_module
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.messages.storage.base import BaseStorage
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation, ValidationError
+from django.db import models, transaction
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch, ResolverMatch, resolve, reverse
+from django.utils.datastructures import MultiValueDict
+from django_htmx.middleware import HtmxDetails
+
+from assistant.conf import assistant_settings
+from assistant.tools.declarations import ReadTool, ViewTool
+from assistant.tools.offer import parameters_of, refusal, resolve_scope
+from assistant.tools.reads import run_read
+from assistant.tools.registry import Binding, registry
+from assistant.tools.validation import validate_arguments
+
+logger = logging.getLogger(__name__)
+
+STATUSES = ("done", "data", "invalid", "denied", "not_found", "error")
+
+
+@dataclass
+class ToolOutcome:
+    """What came of one tool call. `status` is one of STATUSES; `reason` says why when nothing happened."""
+
+    tool: str
+    status: str
+    took_effect: bool = False
+    reason: str = ""
+    data: Any = field(default=None)
+
+    def to_model(self) -> dict[str, Any]:
+        """A compact, JSON-serialisable answer to hand back to the model."""
+        answer: dict[str, Any] = {"status": self.status, "took_effect": self.took_effect}
+        if self.reason:
+            answer["reason"] = self.reason
+        if self.data not in (None, {}, []):
+            answer["data"] = self.data
+        return answer
+
+
+class _CollectedMessages(BaseStorage):
+    """Messages added by the view during an internal request, kept in memory to be handed back."""
+
+    def _get(self, *args: Any, **kwargs: Any) -> tuple[list[Any], bool]:
+        return [], True
+
+    def _store(self, messages: list[Any], response: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        return []
+
+
+def _host() -> str:
+    for host in settings.ALLOWED_HOSTS:
+        if host and host != "*":
+            return host.lstrip(".")
+    return "localhost"
+
+
+_SESSION_STORE: Any = None
+
+
+def _internal_request(user: Any, method: str, path: str, data: QueryDict, tool_name: str) -> HttpRequest:
+    """A request built in-process; CSRF is waived on this object only, which no browser can reach."""
+    global _SESSION_STORE
+    if _SESSION_STORE is None:
+        _SESSION_STORE = import_module(settings.SESSION_ENGINE).SessionStore
+    request = HttpRequest()
+    request.method = method
+    request.path = request.path_info = path
+    host = _host()
+    request.META = {
+        "REQUEST_METHOD": method, "PATH_INFO": path, "SCRIPT_NAME": "", "SERVER_NAME": host,
+        "SERVER_PORT": "443" if settings.SESSION_COOKIE_SECURE else "80", "HTTP_HOST": host,
+        "REMOTE_ADDR": "127.0.0.1", "HTTP_ACCEPT": "text/html,application/json",
+    }
+    if method == "GET":
+        request.GET = data
+    else:
+        request.POST = data
+        body = data.urlencode().encode()
+        request.META["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
+        request.META["CONTENT_LENGTH"] = str(len(body))
+        request._body = body  # type: ignore[attr-defined]
+    request.FILES = MultiValueDict()
+    request.user = user
+    request.session = _SESSION_STORE()  # type: ignore[attr-defined]
+    request._messages = _CollectedMessages(request)  # type: ignore[attr-defined]
+    request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+    request.htmx = HtmxDetails(request)  # type: ignore[attr-defined]
+    request.assistant_tool = tool_name  # type: ignore[attr-defined]
+    return request
+
+
+def _form_value(value: Any) -> list[str]:
+    """How a browser would send this value in a form post."""
+    if value is None:
+        return [""]
+    if isinstance(value, bool):
+        return ["true" if value else "false"]
+    if isinstance(value, list | tuple | set):
+        return [item for entry in value for item in _form_value(entry)]
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return [value.isoformat()]
+    if isinstance(value, models.Model):
+        return [str(value.pk)]
+    return [str(value)]
+
+
+def _coerce(value: Any, annotation: Any) -> Any:
+    """A JSON value as the Python type a function view's typed keyword parameter declares."""
+    if value is None:
+        return None
+    origin = typing.get_origin(annotation)
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if origin in (list, tuple, set, frozenset) and args:
+        return [_coerce(item, args[0]) for item in value]
+    if args and origin is not typing.Literal:
+        return _coerce(value, args[0])
+    converters: dict[Any, Any] = {
+        datetime.date: datetime.date.fromisoformat, datetime.datetime: datetime.datetime.fromisoformat,
+        decimal.Decimal: lambda v: decimal.Decimal(str(v)), uuid.UUID: uuid.UUID, float: float,
+    }
+    return converters[annotation](value) if annotation in converters else value
+
+
+def _summary(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def _messages(request: HttpRequest) -> list[dict[str, str]]:
+    return [{"level": m.level_tag, "text": str(m.message)} for m in request._messages]  # type: ignore[attr-defined]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, models.Model):
+        return value.pk
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if hasattr(value, "all") and callable(value.all):  # a related manager
+        return [item.pk for item in value.all()[: assistant_settings.READ_LIMIT_MAX]]
+    return value
+
+
+def _declared_fields(obj: Any, names: list[str]) -> dict[str, Any]:
+    row: dict[str, Any] = {}
+    for name in names:
+        value = obj
+        for part in name.split("__"):
+            value = getattr(value, part, None) if value is not None else None
+        row[name] = _jsonable(value)
+    return row
+
+
+def _form_errors(form: Any) -> dict[str, list[str]]:
+    return {name: [item["message"] for item in items] for name, items in form.errors.get_json_data().items()}
+
+
+def _interpret(definition: ViewTool, request: HttpRequest, response: HttpResponse) -> ToolOutcome:
+    """Read the view's answer the way a person reads the page it would have shown."""
+    name, writes, code = definition.name, definition.method == "POST", response.status_code
+    if 300 <= code < 400 and response.has_header("Location"):
+        target = response["Location"]
+        if urlsplit(target).path == urlsplit(resolve_url(settings.LOGIN_URL)).path:
+            return ToolOutcome(name, "denied", reason="the view asked for a login: you may not do this")
+        status = "done" if writes else "data"
+        return ToolOutcome(name, status, writes, data={"redirect": target, "messages": _messages(request)})
+    if code == 403:
+        return ToolOutcome(name, "denied", reason="permission denied")
+    if code in (404, 410):
+        return ToolOutcome(name, "not_found", reason="not found")
+    if code == 405:
+        return ToolOutcome(name, "invalid", reason=f"this view does not accept {definition.method}")
+    if code >= 500:
+        return ToolOutcome(name, "error", reason=f"the view answered {code}")
+    if code >= 400:
+        return ToolOutcome(name, "invalid", reason=f"the view rejected the request ({code})")
+    if response.get("Content-Type", "").startswith("application/json"):
+        payload = json.loads(response.content or b"null")
+        return ToolOutcome(name, "done" if writes else "data", writes, data=payload)
+    context = getattr(response, "context_data", None) or {}
+    form = context.get("form")
+    if writes and form is not None and form.is_bound and form.errors:
+        return ToolOutcome(name, "invalid", reason="the form has errors; fix the named arguments",
+                           data={"errors": _form_errors(form), "messages": _messages(request)})
+    if writes and code == 204:
+        return ToolOutcome(name, "done", True, data={"messages": _messages(request)})
+    if writes:
+        # No redirect and no readable form: nothing tells whether it worked, so it is rolled back.
+        return ToolOutcome(name, "error", reason="the view showed a page instead of redirecting; "
+                           "its outcome could not be read (return a TemplateResponse or redirect)")
+    if definition.fields is not None and "object_list" in context:
+        limit = assistant_settings.READ_LIMIT_MAX
+        objects = list(context["object_list"][: limit + 1])
+        rows = [_declared_fields(obj, definition.fields) for obj in objects[:limit]]
+        return ToolOutcome(name, "data", data={"results": rows, "truncated": len(objects) > limit})
+    if definition.fields is not None and context.get("object") is not None:
+        return ToolOutcome(name, "data", data=_declared_fields(context["object"], definition.fields))
+    return ToolOutcome(name, "data", data={"messages": _messages(request)})
+
+
+def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extra: dict[str, Any]) -> ToolOutcome:
+    request.resolver_match = match
+    try:
+        response = match.func(request, *match.args, **match.kwargs, **extra)
+    except Http404:
+        return ToolOutcome(definition.name, "not_found", reason="not found")
+    except PermissionDenied:
+        return ToolOutcome(definition.name, "denied", reason="permission denied")
+    except (BadRequest, SuspiciousOperation, ValidationError) as exc:
+        return ToolOutcome(definition.name, "invalid", reason=_summary(exc))
+    except Exception as exc:
+        logger.exception("Assistant tool %s: the view raised", definition.name)
+        return ToolOutcome(definition.name, "error", reason=f"the view failed ({_summary(exc)})")
+    return _interpret(definition, request, response)
+
+
+def _current_values(
+    definition: ViewTool, match: ResolverMatch, user: Any, path: str, extra: dict[str, Any]
+) -> dict[str, list[str]] | ToolOutcome:
+    """An update form's current values, read by showing the form (GET) as the user; an outcome if
+    the user may not see it."""
+    request = _internal_request(user, "GET", path, QueryDict(mutable=True), definition.name)
+    request.resolver_match = match
+    probe = ViewTool(name=definition.name, description="", view=definition.view, method="GET")
+    try:
+        response = match.func(request, *match.args, **match.kwargs, **extra)
+    except Exception:
+        # The same exception is raised again by the POST; let _call classify it there.
+        return {}
+    form = (getattr(response, "context_data", None) or {}).get("form")
+    if response.status_code != 200 or form is None:
+        outcome = _interpret(probe, request, response)
+        return outcome if outcome.status in {"denied", "not_found"} else {}
+    return {name: _form_value(form[name].value()) for name in form.fields}
+
+
+def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict[str, Any]) -> ToolOutcome:
+    url_kwargs = {key: arguments[key] for key in binding.converters}
+    extra = {key: _coerce(arguments[key], hint) for key, hint in binding.annotations.items() if key in arguments}
+    submitted = {key: value for key, value in arguments.items() if key not in url_kwargs and key not in extra}
+    try:
+        path = reverse(binding.url_name, kwargs=url_kwargs)
+    except NoReverseMatch:
+        return ToolOutcome(definition.name, "invalid", reason="the address arguments do not form a valid address",
+                           data={"errors": {key: ["not a valid value here"] for key in url_kwargs}})
+    match = resolve(path)
+    if definition.method == "GET":
+        data = QueryDict(mutable=True)
+        for key, value in submitted.items():
+            data.setlist(key, _form_value(value))
+        return _call(definition, match, _internal_request(user, "GET", path, data, definition.name), extra)
+    with transaction.atomic():
+        values: dict[str, list[str]] = {}
+        if definition.partial:
+            current = _current_values(definition, match, user, path, extra)
+            if isinstance(current, ToolOutcome):
+                return current
+            values.update(current)
+        else:
+            properties = binding.parameters.get("properties", {})
+            values.update({key: _form_value(prop["default"]) for key, prop in properties.items()
+                           if "default" in prop and key not in url_kwargs})
+        values.update({key: _form_value(value) for key, value in submitted.items()})
+        data = QueryDict(mutable=True)
+        for key, items in values.items():
+            data.setlist(key, items)
+        outcome = _call(definition, match, _internal_request(user, "POST", path, data, definition.name), extra)
+        if not outcome.took_effect:
+            transaction.set_rollback(True)
+    return outcome
+
+
+def _execute(user: Any, name: Any, arguments: Any, spec: Any, profile: Any) -> ToolOutcome:
+    definition = registry.get(name) if isinstance(name, str) else None
+    shown = str(name)[:64]
+    if definition is None:
+        return ToolOutcome(shown, "invalid", reason=f"there is no tool named {shown!r}")
+    try:
+        scope = resolve_scope(spec, profile)
+    except ValueError as exc:
+        return ToolOutcome(shown, "error", reason=str(exc))
+    why = refusal(user, definition, scope)
+    if why is not None:
+        return ToolOutcome(shown, "denied", reason=why)
+    errors = validate_arguments(arguments, parameters_of(definition))
+    if errors:
+        return ToolOutcome(shown, "invalid", reason="the arguments do not fit this tool; fix the named ones",
+                           data={"errors": errors})
+    if isinstance(definition, ReadTool):
+        return ToolOutcome(shown, "data", data=run_read(definition, user, arguments))
+    binding = registry.binding(definition)
+    assert binding is not None  # refusal() said it is routed
+    return _dispatch(definition, binding, user, arguments)
+
+
+def execute_tool(
+    user: Any, name: str, arguments: dict[str, Any], *, spec: Any = None, profile: Any = None
+) -> ToolOutcome:
+    """Run one tool call as `user`, re-checking that the tool is offered under `spec`/`profile`.
+
+    Never raises. Confirmation is the caller's business: the run loop pauses before calling this
+    when the offered tool's `.confirm` is true, and calls it once the user approved.
+    """
+    try:
+        return _execute(user, name, arguments, spec, profile)
+    except Exception as exc:
+        logger.exception("Assistant tool %r failed", name)
+        return ToolOutcome(str(name)[:64], "error", reason=_summary(exc))

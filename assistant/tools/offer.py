@@ -1,0 +1,153 @@
+"""Which tools a user is offered under a spec and a permission profile, and whether each pauses first.
+
+The same decision is made again by the executor on every call: what the model names is never trusted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from assistant.conf import assistant_settings
+from assistant.tools.declarations import ReadTool, ViewTool
+from assistant.tools.reads import read_parameters
+from assistant.tools.registry import registry
+
+
+@dataclass(frozen=True)
+class PermissionProfile:
+    """How much the assistant may do on its own.
+
+    `restricted`: read tools only. `standard`: reads and writes; tools declared `confirm=True` and
+    destructive tools wait for the user's approval. `trusted`: writes run without asking, except
+    destructive ones.
+    """
+
+    name: str
+    allows_writes: bool
+    honours_declared_confirm: bool
+    confirms_destructive: bool = True
+
+    def allows(self, definition: ViewTool | ReadTool) -> bool:
+        return definition.kind == "read" or self.allows_writes
+
+    def needs_confirmation(self, definition: ViewTool | ReadTool) -> bool:
+        return (self.honours_declared_confirm and bool(definition.confirm)) or (
+            self.confirms_destructive and bool(definition.destructive)
+        )
+
+
+PROFILES: dict[str, PermissionProfile] = {
+    "restricted": PermissionProfile("restricted", allows_writes=False, honours_declared_confirm=True),
+    "standard": PermissionProfile("standard", allows_writes=True, honours_declared_confirm=True),
+    "trusted": PermissionProfile("trusted", allows_writes=True, honours_declared_confirm=False),
+}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool as offered to one user: what the model provider needs, plus whether it pauses first."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: str
+    destructive: bool
+    confirm: bool
+    definition: ViewTool | ReadTool = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class ToolScope:
+    """The tool names a spec may use (None: all declared tools) and its permission profile."""
+
+    names: frozenset[str] | None
+    profile: PermissionProfile
+
+
+def _attr(spec: Any, *names: str) -> Any:
+    for name in names:
+        value = spec.get(name) if isinstance(spec, Mapping) else getattr(spec, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def resolve_scope(spec: Any = None, profile: str | PermissionProfile | None = None) -> ToolScope:
+    """The scope for a spec (None, a name from the SPECS setting, or an object/dict with `tools` and
+    `permission_profile`) under an optional explicit profile. Unknown names raise ValueError."""
+    if spec is None or isinstance(spec, str):
+        name = spec or assistant_settings.SPEC
+        specs = assistant_settings.SPECS
+        if name in specs:
+            spec = specs[name]
+        elif name == assistant_settings.SPEC:
+            spec = {}
+        else:
+            raise ValueError(f"Unknown assistant spec {name!r}; known: {', '.join(sorted(specs)) or 'none'}.")
+    tools = _attr(spec, "tools")
+    names = None if tools in (None, "__all__") else frozenset(tools)
+    chosen = profile or _attr(spec, "permission_profile", "profile") or assistant_settings.PERMISSION_PROFILE
+    if isinstance(chosen, PermissionProfile):
+        return ToolScope(names, chosen)
+    if chosen not in PROFILES:
+        raise ValueError(f"Unknown permission profile {chosen!r}; known: {', '.join(PROFILES)}.")
+    return ToolScope(names, PROFILES[chosen])
+
+
+def _permitted(user: Any, permission: Any) -> bool:
+    if permission is None:
+        return True
+    if isinstance(permission, str):
+        return bool(user.has_perm(permission))
+    if callable(permission):
+        return bool(permission(user))
+    return bool(user.has_perms(list(permission)))
+
+
+def refusal(user: Any, definition: ViewTool | ReadTool, scope: ToolScope) -> str | None:
+    """Why `user` may not use this tool under `scope`, or None when they may."""
+    if user is None or not getattr(user, "is_authenticated", False) or not getattr(user, "is_active", True):
+        return "tools act as a signed-in, active user"
+    if scope.names is not None and definition.name not in scope.names:
+        return f"{definition.name} is not among this assistant's tools"
+    if not scope.profile.allows(definition):
+        return f"the {scope.profile.name} profile allows read tools only"
+    if isinstance(definition, ReadTool):
+        if definition.scope is None:
+            return f"{definition.name} declares no scope, so nothing is readable through it"
+    else:
+        binding = registry.binding(definition)
+        if binding is None:
+            return f"{definition.name} is not routed by any named URL pattern"
+        if binding.problem:
+            return f"{definition.name} cannot be offered: {binding.problem}"
+    if not _permitted(user, definition.permission):
+        return f"you do not have the permission {definition.name} needs"
+    return None
+
+
+def parameters_of(definition: ViewTool | ReadTool) -> dict[str, Any]:
+    if isinstance(definition, ReadTool):
+        return read_parameters(definition)
+    binding = registry.binding(definition)
+    return binding.parameters if binding is not None else {}
+
+
+def offer(definition: ViewTool | ReadTool, scope: ToolScope) -> Tool:
+    return Tool(
+        name=definition.name,
+        description=definition.description,
+        parameters=parameters_of(definition),
+        kind=definition.kind,
+        destructive=bool(definition.destructive),
+        confirm=scope.profile.needs_confirmation(definition),
+        definition=definition,
+    )
+
+
+def tools_for(user: Any, spec: Any = None, profile: str | PermissionProfile | None = None) -> list[Tool]:
+    """The tools `user` may use under `spec` and `profile`, sorted by name; `.confirm` says which pause."""
+    scope = resolve_scope(spec, profile)
+    return [offer(definition, scope) for definition in registry.all() if refusal(user, definition, scope) is None]

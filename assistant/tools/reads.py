@@ -1,0 +1,163 @@
+"""Read tools: filters on declared fields, free-text search, ordering and a bounded limit, scoped per user."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+from typing import Any
+
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models
+from django.db.models import Q
+
+from assistant.conf import assistant_settings
+from assistant.tools.declarations import ReadTool
+
+_TEXT_TYPES = {"CharField", "TextField", "EmailField", "SlugField", "URLField"}
+_INTEGER_TYPES = {"AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField",
+                  "SmallIntegerField", "PositiveIntegerField", "PositiveSmallIntegerField",
+                  "PositiveBigIntegerField"}
+_RANGE_TYPES = _INTEGER_TYPES | {"DecimalField", "FloatField", "DateField", "DateTimeField", "TimeField"}
+_FORMATS = {"DateField": "date", "DateTimeField": "date-time", "TimeField": "time", "UUIDField": "uuid"}
+
+
+def model_field(model: type[models.Model], path: str) -> Any:
+    """The model field at the end of a `related__field` path; raises FieldDoesNotExist."""
+    current: Any = model
+    found: Any = None
+    for part in path.split("__"):
+        if current is None:
+            raise FieldDoesNotExist(f"{path!r}: {part!r} follows a field that is not a relation")
+        found = current._meta.get_field(part)
+        current = found.related_model if found.is_relation else None
+    return found
+
+
+def _internal_type(field: Any) -> str:
+    if field.is_relation:
+        return _internal_type(field.target_field) if hasattr(field, "target_field") else "BigAutoField"
+    return field.get_internal_type()
+
+
+def _value_schema(field: Any) -> dict[str, Any]:
+    kind = _internal_type(field)
+    if getattr(field, "choices", None) and not field.is_relation:
+        values = [value for value, _ in field.flatchoices]
+        return {"type": "integer" if kind in _INTEGER_TYPES else "string", "enum": values}
+    if kind in _INTEGER_TYPES:
+        return {"type": "integer"}
+    if kind in {"DecimalField", "FloatField"}:
+        return {"type": "number"}
+    if kind == "BooleanField":
+        return {"type": "boolean"}
+    prop: dict[str, Any] = {"type": "string"}
+    if kind in _FORMATS:
+        prop["format"] = _FORMATS[kind]
+    if kind in _TEXT_TYPES:
+        prop["maxLength"] = 200
+    return prop
+
+
+def _label(name: str) -> str:
+    return name.replace("__", " ").replace("_", " ")
+
+
+def _search_fields(definition: ReadTool) -> list[str]:
+    if definition.search_fields:
+        return definition.search_fields
+    return [name for name in definition.fields
+            if _internal_type(model_field(definition.model, name)) in _TEXT_TYPES]
+
+
+def read_parameters(definition: ReadTool) -> dict[str, Any]:
+    """The JSON Schema of a read tool: one property per filter, plus search, ordering and limit."""
+    properties: dict[str, Any] = {}
+    for name in definition.fields:
+        field = model_field(definition.model, name)
+        kind = _internal_type(field)
+        value = _value_schema(field)
+        label = _label(name)
+        exact = dict(value)
+        if field.null:
+            exact["type"] = [exact["type"], "null"]
+        properties[name] = {**exact, "description": f"Only rows whose {label} is exactly this."}
+        if kind in _TEXT_TYPES and "enum" not in value:
+            properties[f"{name}__contains"] = {"type": "string", "maxLength": 200,
+                                              "description": f"Only rows whose {label} contains this text (any case)."}
+        if kind in _RANGE_TYPES and "enum" not in value:
+            properties[f"{name}__gte"] = {**value, "description": f"Only rows whose {label} is at least this."}
+            properties[f"{name}__lte"] = {**value, "description": f"Only rows whose {label} is at most this."}
+        if "enum" in value or field.is_relation or kind in _INTEGER_TYPES:
+            properties[f"{name}__in"] = {"type": "array", "items": value, "minItems": 1,
+                                         "maxItems": assistant_settings.READ_LIMIT_MAX,
+                                         "description": f"Only rows whose {label} is one of these."}
+    searched = _search_fields(definition)
+    if searched:
+        properties["search"] = {"type": "string", "maxLength": 200,
+                                "description": f"Free text looked up in {', '.join(_label(n) for n in searched)}."}
+    orderings = [prefix + name for name in definition.fields for prefix in ("", "-")]
+    properties["ordering"] = {"type": "string", "enum": orderings,
+                              "description": "Sort by this field; a leading '-' sorts descending."}
+    limit = int(assistant_settings.READ_LIMIT_MAX)
+    properties["limit"] = {"type": "integer", "minimum": 1, "maximum": limit,
+                           "description": f"How many rows at most (default {min(20, limit)}, at most {limit})."}
+    return {"type": "object", "properties": properties, "required": [], "additionalProperties": False}
+
+
+def scoped_queryset(definition: ReadTool, user: Any) -> models.QuerySet:
+    """The rows `user` may read; none at all when the model declares no scope (default deny)."""
+    queryset = definition.model._default_manager.all()
+    if definition.scope is None:
+        return queryset.none()
+    if isinstance(definition.scope, str):
+        return getattr(queryset, definition.scope)(user)
+    return definition.scope(user, queryset)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def run_read(definition: ReadTool, user: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Rows of the declared fields matching the (already validated) arguments."""
+    queryset = scoped_queryset(definition, user)
+    filters: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if key in {"search", "ordering", "limit"}:
+            continue
+        if key.endswith("__contains"):
+            filters[key.removesuffix("__contains") + "__icontains"] = value
+        elif value is None and key in definition.fields:
+            filters[key + "__isnull"] = True
+        else:
+            filters[key] = value
+    queryset = queryset.filter(**filters)
+    text = (arguments.get("search") or "").strip()
+    if text:
+        matches = Q()
+        for name in _search_fields(definition):
+            matches |= Q(**{f"{name}__icontains": text})
+        queryset = queryset.filter(matches)
+    ordering = arguments.get("ordering") or _default_ordering(definition)
+    queryset = queryset.order_by(*([ordering] if isinstance(ordering, str) else ordering), "pk")
+    limit = min(int(arguments.get("limit") or min(20, assistant_settings.READ_LIMIT_MAX)),
+                int(assistant_settings.READ_LIMIT_MAX))
+    rows = list(queryset.values(*definition.fields)[: limit + 1])
+    results = [{name: _jsonable(value) for name, value in row.items()} for row in rows[:limit]]
+    return {"results": results, "returned": len(results), "truncated": len(rows) > limit}
+
+
+def _default_ordering(definition: ReadTool) -> list[str]:
+    if definition.ordering:
+        return definition.ordering
+    meta_ordering = [o for o in definition.model._meta.ordering if isinstance(o, str)]
+    if meta_ordering and all(o.lstrip("-") in definition.fields for o in meta_ordering):
+        return meta_ordering
+    return ["pk"]

@@ -1,0 +1,104 @@
+"""Forms of the tracker. The assistant's tool schemas are derived from these, labels and help included."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.db.models import Q
+
+from tracker.models import Comment, Project, Task
+
+
+class ProjectChoiceField(forms.ModelChoiceField):
+    """A project given by id or by its exact name (any case), among the projects offered."""
+
+    assistant_schema = {
+        "type": ["integer", "string"],
+        "description": "The project: its id, or its exact name (e.g. \"Home\").",
+    }
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, str) and value.strip() and not value.strip().isdigit():
+            matches = list(self.queryset.filter(name__iexact=value.strip())[:2])
+            if len(matches) == 1:
+                return matches[0]
+            raise forms.ValidationError(
+                "No single project of yours has that name." if not matches else "Several projects have that name; "
+                "give its id.", code="invalid_choice",
+            )
+        return super().to_python(value)
+
+
+def _people_of(projects: Any) -> Any:
+    """Users who own or are members of any of these projects: the possible assignees."""
+    return get_user_model().objects.filter(
+        Q(owned_projects__in=projects) | Q(projects__in=projects)
+    ).distinct().order_by("username")
+
+
+class _AssigneeMixin:
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()  # type: ignore[misc]
+        project = cleaned.get("project") or getattr(self.instance, "project", None)  # type: ignore[attr-defined]
+        assignee = cleaned.get("assignee")
+        if project is not None and assignee is not None and not (
+            project.owner_id == assignee.pk or project.members.filter(pk=assignee.pk).exists()
+        ):
+            self.add_error("assignee", "The assignee must be the project's owner or one of its members.")  # type: ignore[attr-defined]
+        return cleaned
+
+
+class ProjectForm(forms.ModelForm):
+    class Meta:
+        model = Project
+        fields = ["name", "description"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 3})}
+
+
+class ProjectArchiveForm(forms.Form):
+    archived = forms.BooleanField(
+        required=False, label="Archived", help_text="True to archive the project, false to bring it back."
+    )
+
+
+class TaskForm(_AssigneeMixin, forms.ModelForm):
+    """A new task: in one of the user's active projects."""
+
+    project = ProjectChoiceField(queryset=Project.objects.none(), label="Project")
+
+    class Meta:
+        model = Task
+        fields = ["project", "title", "description", "priority", "assignee", "due_date", "estimate_hours"]
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            "due_date": forms.DateInput(attrs={"type": "date"}),
+        }
+        help_texts = {"due_date": "The day it is due (YYYY-MM-DD)."}
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        projects = Project.objects.for_user(user).filter(archived=False)
+        self.fields["project"].queryset = projects
+        self.fields["assignee"].queryset = _people_of(projects)
+
+
+class TaskUpdateForm(_AssigneeMixin, forms.ModelForm):
+    class Meta:
+        model = Task
+        fields = ["title", "description", "status", "priority", "assignee", "due_date", "estimate_hours"]
+        widgets = TaskForm.Meta.widgets
+        help_texts = TaskForm.Meta.help_texts
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["assignee"].queryset = _people_of(Project.objects.filter(pk=self.instance.project_id))
+
+
+class CommentForm(forms.ModelForm):
+    class Meta:
+        model = Comment
+        fields = ["body"]
+        labels = {"body": "Comment"}
+        widgets = {"body": forms.Textarea(attrs={"rows": 2})}

@@ -1,0 +1,292 @@
+"""The tracker's pages, built the ordinary Django way. Several are also assistant tools (`@tool`):
+the assistant fires exactly these views as the signed-in user, so the same scoping applies to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse, reverse_lazy
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django.views.generic import CreateView, DeleteView, DetailView, ListView, UpdateView
+
+from assistant.tools import tool
+from tracker.forms import CommentForm, ProjectArchiveForm, ProjectForm, TaskForm, TaskUpdateForm
+from tracker.models import Project, Task
+
+
+def _visible_projects(request: HttpRequest) -> QuerySet[Project]:
+    return Project.objects.for_user(request.user)
+
+
+def _visible_tasks(request: HttpRequest) -> QuerySet[Task]:
+    return Task.objects.for_user(request.user).select_related("project", "assignee")
+
+
+class ProjectListView(LoginRequiredMixin, ListView):
+    template_name = "tracker/project_list.html"
+    context_object_name = "projects"
+
+    def get_queryset(self) -> QuerySet[Project]:
+        archived = self.request.GET.get("archived") == "1"
+        return _visible_projects(self.request).filter(archived=archived).select_related("owner").annotate(
+            open_tasks=Count("tasks", filter=~Q(tasks__status=Task.Status.DONE)),
+        )
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return super().get_context_data(showing_archived=self.request.GET.get("archived") == "1", **kwargs)
+
+
+@tool(name="tracker_project_create", description="Create a new project owned by you.")
+class ProjectCreateView(LoginRequiredMixin, CreateView):
+    form_class = ProjectForm
+    template_name = "tracker/project_form.html"
+
+    def form_valid(self, form: ProjectForm) -> HttpResponse:
+        form.instance.owner = self.request.user
+        response = super().form_valid(form)
+        messages.success(self.request, f"Project “{self.object.name}” created.")
+        return response
+
+
+class ProjectDetailView(LoginRequiredMixin, DetailView):
+    template_name = "tracker/project_detail.html"
+    context_object_name = "project"
+
+    def get_queryset(self) -> QuerySet[Project]:
+        return _visible_projects(self.request).select_related("owner").prefetch_related("members")
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        tasks = self.object.tasks.select_related("assignee")
+        return super().get_context_data(
+            open_tasks=tasks.exclude(status=Task.Status.DONE), done_tasks=tasks.filter(status=Task.Status.DONE),
+            is_owner=self.object.is_owned_by(self.request.user), **kwargs,
+        )
+
+
+class _OwnerOnlyMixin:
+    """The project must be visible (else 404, as for a project that does not exist) and owned."""
+
+    request: HttpRequest
+
+    def get_queryset(self) -> QuerySet[Project]:
+        return _visible_projects(self.request)
+
+    def get_object(self, queryset: Any = None) -> Project:
+        project: Project = super().get_object(queryset)  # type: ignore[misc]
+        if not project.is_owned_by(self.request.user):
+            raise PermissionDenied("Only the project's owner may do this.")
+        return project
+
+
+@tool(name="tracker_project_update", description="Rename a project you own or change its description.")
+class ProjectUpdateView(LoginRequiredMixin, _OwnerOnlyMixin, UpdateView):
+    form_class = ProjectForm
+    template_name = "tracker/project_form.html"
+
+    def form_valid(self, form: ProjectForm) -> HttpResponse:
+        messages.success(self.request, f"Project “{form.instance.name}” saved.")
+        return super().form_valid(form)
+
+
+@tool(
+    name="tracker_project_delete",
+    confirm=True,
+    description="Delete a project you own, with all its tasks and comments. Needs the project's id "
+    "(find it with tracker_project_list). Asks the user first.",
+)
+class ProjectDeleteView(LoginRequiredMixin, _OwnerOnlyMixin, DeleteView):
+    template_name = "tracker/project_confirm_delete.html"
+    success_url = reverse_lazy("tracker:project_list")
+    context_object_name = "project"
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        name = self.object.name
+        response = super().form_valid(form)
+        messages.success(self.request, f"Project “{name}” deleted.")
+        return response
+
+
+@tool(
+    name="tracker_project_archive",
+    form=ProjectArchiveForm,
+    description="Archive a project you own (archived=true) or bring it back (archived=false).",
+)
+@login_required
+@require_POST
+def project_archive(request: HttpRequest, pk: int) -> HttpResponse:
+    project = get_object_or_404(_visible_projects(request), pk=pk)
+    if not project.is_owned_by(request.user):
+        raise PermissionDenied("Only the project's owner may archive it.")
+    form = ProjectArchiveForm(request.POST)
+    if not form.is_valid():
+        return TemplateResponse(request, "tracker/project_detail.html", {"project": project, "form": form})
+    project.archived = form.cleaned_data["archived"]
+    project.save(update_fields=["archived"])
+    verb = "archived" if project.archived else "restored"
+    messages.success(request, f"Project “{project.name}” {verb}.")
+    return redirect(project)
+
+
+@tool(
+    name="tracker_project_stats",
+    description="Counts of a project's tasks by status (to do, in progress, done) and how many are overdue.",
+)
+@login_required
+@require_GET
+def project_stats(request: HttpRequest, pk: int) -> JsonResponse:
+    project = get_object_or_404(_visible_projects(request), pk=pk)
+    counts = dict(project.tasks.values_list("status").annotate(n=Count("id")).order_by())
+    overdue = project.tasks.open().filter(due_date__lt=timezone.localdate()).count()
+    return JsonResponse({
+        "project": project.name,
+        "by_status": {status: counts.get(status, 0) for status in Task.Status.values},
+        "overdue": overdue,
+    })
+
+
+class TaskListView(LoginRequiredMixin, ListView):
+    template_name = "tracker/task_list.html"
+    context_object_name = "tasks"
+    paginate_by = 50
+
+    def get_queryset(self) -> QuerySet[Task]:
+        tasks = _visible_tasks(self.request)
+        status = self.request.GET.get("status", "open")
+        if status == "open":
+            return tasks.open()
+        if status in Task.Status.values:
+            return tasks.filter(status=status)
+        return tasks
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return super().get_context_data(
+            status=self.request.GET.get("status", "open"), statuses=Task.Status.choices, **kwargs
+        )
+
+
+@tool(
+    name="tracker_task_create",
+    description="Create a task in one of your projects. Give the project by id or by exact name "
+    "(e.g. \"Home\") and a title; the rest is optional.",
+)
+class TaskCreateView(LoginRequiredMixin, CreateView):
+    form_class = TaskForm
+    template_name = "tracker/task_form.html"
+
+    def get_form_kwargs(self) -> dict[str, Any]:
+        return {**super().get_form_kwargs(), "user": self.request.user}
+
+    def get_initial(self) -> dict[str, Any]:
+        return {"project": self.request.GET.get("project")}
+
+    def form_valid(self, form: TaskForm) -> HttpResponse:
+        form.instance.created_by = self.request.user
+        response = super().form_valid(form)
+        messages.success(self.request, f"Task “{self.object.title}” added to {self.object.project.name}.")
+        return response
+
+
+@tool(
+    name="tracker_task_detail",
+    fields=["id", "title", "description", "status", "priority", "due_date", "estimate_hours",
+            "project", "project__name", "assignee__username", "completed_at"],
+    description="One task's details, by its id.",
+)
+class TaskDetailView(LoginRequiredMixin, DetailView):
+    template_name = "tracker/task_detail.html"
+    context_object_name = "task"
+
+    def get_queryset(self) -> QuerySet[Task]:
+        return _visible_tasks(self.request)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs.setdefault("comment_form", CommentForm())
+        return super().get_context_data(comments=self.object.comments.select_related("author"), **kwargs)
+
+
+@tool(
+    name="tracker_task_update",
+    description="Change a task's title, description, status, priority, assignee, due date or estimate. "
+    "Needs the task's id; fields you leave out keep their current values.",
+)
+class TaskUpdateView(LoginRequiredMixin, UpdateView):
+    form_class = TaskUpdateForm
+    template_name = "tracker/task_form.html"
+
+    def get_queryset(self) -> QuerySet[Task]:
+        return _visible_tasks(self.request)
+
+    def form_valid(self, form: TaskUpdateForm) -> HttpResponse:
+        if form.instance.status == Task.Status.DONE and form.instance.completed_at is None:
+            form.instance.completed_at = timezone.now()
+        elif form.instance.status != Task.Status.DONE:
+            form.instance.completed_at = None
+        messages.success(self.request, f"Task “{form.instance.title}” saved.")
+        return super().form_valid(form)
+
+
+@tool(
+    name="tracker_task_complete",
+    method="POST",
+    description="Mark a task as done. Needs the task's id (find it with tracker_task_list, searching by title).",
+)
+@login_required
+@require_POST
+def task_complete(request: HttpRequest, pk: int) -> HttpResponse:
+    task = get_object_or_404(_visible_tasks(request), pk=pk)
+    if task.status == Task.Status.DONE:
+        messages.info(request, f"Task “{task.title}” was already done.")
+    else:
+        task.status = Task.Status.DONE
+        task.completed_at = timezone.now()
+        task.save(update_fields=["status", "completed_at", "updated_at"])
+        messages.success(request, f"Task “{task.title}” marked done.")
+    return redirect(task)
+
+
+@tool(
+    name="tracker_task_delete",
+    confirm=True,
+    description="Delete a task, by its id. Asks the user first.",
+)
+class TaskDeleteView(LoginRequiredMixin, DeleteView):
+    template_name = "tracker/task_confirm_delete.html"
+    context_object_name = "task"
+
+    def get_queryset(self) -> QuerySet[Task]:
+        return _visible_tasks(self.request)
+
+    def get_success_url(self) -> str:
+        return reverse("tracker:project_detail", kwargs={"pk": self.object.project_id})
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        title = self.object.title
+        response = super().form_valid(form)
+        messages.success(self.request, f"Task “{title}” deleted.")
+        return response
+
+
+@tool(name="tracker_comment_create", form=CommentForm, description="Add a comment to a task, by the task's id.")
+@login_required
+@require_POST
+def comment_create(request: HttpRequest, pk: int) -> HttpResponse:
+    task = get_object_or_404(_visible_tasks(request), pk=pk)
+    form = CommentForm(request.POST)
+    if not form.is_valid():
+        context = {"task": task, "object": task, "comment_form": form, "form": form,
+                   "comments": task.comments.select_related("author")}
+        return TemplateResponse(request, "tracker/task_detail.html", context, status=200)
+    form.instance.task = task
+    form.instance.author = request.user
+    form.save()
+    messages.success(request, "Comment added.")
+    return redirect(task)
