@@ -89,6 +89,7 @@ class _OwnerOnlyMixin:
 
 @tool(name="tracker_project_update", description="Rename a project you own or change its description.")
 class ProjectUpdateView(LoginRequiredMixin, _OwnerOnlyMixin, UpdateView):
+    model = Project
     form_class = ProjectForm
     template_name = "tracker/project_form.html"
 
@@ -104,6 +105,7 @@ class ProjectUpdateView(LoginRequiredMixin, _OwnerOnlyMixin, UpdateView):
     "(find it with tracker_project_list). Asks the user first.",
 )
 class ProjectDeleteView(LoginRequiredMixin, _OwnerOnlyMixin, DeleteView):
+    model = Project
     template_name = "tracker/project_confirm_delete.html"
     success_url = reverse_lazy("tracker:project_list")
     context_object_name = "project"
@@ -118,6 +120,7 @@ class ProjectDeleteView(LoginRequiredMixin, _OwnerOnlyMixin, DeleteView):
 @tool(
     name="tracker_project_archive",
     form=ProjectArchiveForm,
+    descriptions={"pk": "Id of the project."},
     description="Archive a project you own (archived=true) or bring it back (archived=false).",
 )
 @login_required
@@ -138,6 +141,7 @@ def project_archive(request: HttpRequest, pk: int) -> HttpResponse:
 
 @tool(
     name="tracker_project_stats",
+    descriptions={"pk": "Id of the project."},
     description="Counts of a project's tasks by status (to do, in progress, done) and how many are overdue.",
 )
 @login_required
@@ -202,6 +206,7 @@ class TaskCreateView(LoginRequiredMixin, CreateView):
     description="One task's details, by its id.",
 )
 class TaskDetailView(LoginRequiredMixin, DetailView):
+    model = Task
     template_name = "tracker/task_detail.html"
     context_object_name = "task"
 
@@ -219,6 +224,7 @@ class TaskDetailView(LoginRequiredMixin, DetailView):
     "Needs the task's id; fields you leave out keep their current values.",
 )
 class TaskUpdateView(LoginRequiredMixin, UpdateView):
+    model = Task
     form_class = TaskUpdateForm
     template_name = "tracker/task_form.html"
 
@@ -237,6 +243,7 @@ class TaskUpdateView(LoginRequiredMixin, UpdateView):
 @tool(
     name="tracker_task_complete",
     method="POST",
+    descriptions={"pk": "Id of the task."},
     description="Mark a task as done. Needs the task's id (find it with tracker_task_list, searching by title).",
 )
 @login_required
@@ -259,6 +266,7 @@ def task_complete(request: HttpRequest, pk: int) -> HttpResponse:
     description="Delete a task, by its id. Asks the user first.",
 )
 class TaskDeleteView(LoginRequiredMixin, DeleteView):
+    model = Task
     template_name = "tracker/task_confirm_delete.html"
     context_object_name = "task"
 
@@ -275,7 +283,12 @@ class TaskDeleteView(LoginRequiredMixin, DeleteView):
         return response
 
 
-@tool(name="tracker_comment_create", form=CommentForm, description="Add a comment to a task, by the task's id.")
+@tool(
+    name="tracker_comment_create",
+    form=CommentForm,
+    descriptions={"pk": "Id of the task to comment on."},
+    description="Add a comment to a task, by the task's id.",
+)
 @login_required
 @require_POST
 def comment_create(request: HttpRequest, pk: int) -> HttpResponse:

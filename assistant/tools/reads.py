@@ -85,7 +85,7 @@ def read_parameters(definition: ReadTool) -> dict[str, Any]:
         if kind in _TEXT_TYPES and "enum" not in value:
             properties[f"{name}__contains"] = {"type": "string", "maxLength": 200,
                                               "description": f"Only rows whose {label} contains this text (any case)."}
-        if kind in _RANGE_TYPES and "enum" not in value:
+        if kind in _RANGE_TYPES and not field.is_relation and ("enum" not in value or kind in _INTEGER_TYPES):
             properties[f"{name}__gte"] = {**value, "description": f"Only rows whose {label} is at least this."}
             properties[f"{name}__lte"] = {**value, "description": f"Only rows whose {label} is at most this."}
         if "enum" in value or field.is_relation or kind in _INTEGER_TYPES:

@@ -78,7 +78,14 @@ def _declared_on(callback: Any) -> Any:
     if view_class is not None:
         # vars(), not getattr(): a subclass of a tool view is a different view, not the same tool.
         return vars(view_class).get(ATTRIBUTE)
-    return getattr(callback, ATTRIBUTE, None)
+    # Decorators applied before @tool (or around it, without copying attributes) hide it: unwrap.
+    current = callback
+    while current is not None:
+        found = getattr(current, ATTRIBUTE, None)
+        if found is not None:
+            return found
+        current = getattr(current, "__wrapped__", None)
+    return None
 
 
 class ToolRegistry:

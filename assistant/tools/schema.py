@@ -220,7 +220,10 @@ def url_kwargs_schema(
     """Every URL kwarg is required; its type follows its path converter."""
     derived = DerivedSchema()
     for name, converter in converters.items():
-        base = next((schema for kind, schema in _CONVERTER_SCHEMAS.items() if isinstance(converter, kind)), None)
+        # Exact class first: SlugConverter is a StringConverter, but a narrower one.
+        base = _CONVERTER_SCHEMAS.get(type(converter)) or next(
+            (schema for kind, schema in _CONVERTER_SCHEMAS.items() if isinstance(converter, kind)), None
+        )
         prop = dict(base) if base else {"type": "string", "pattern": f"^(?:{converter.regex})$"}
         if name in descriptions:
             prop["description"] = descriptions[name]
