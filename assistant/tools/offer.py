@@ -9,9 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import FieldDoesNotExist
+
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
-from assistant.tools.reads import read_parameters
+from assistant.tools.reads import model_field, read_parameters
 from assistant.tools.registry import registry
 
 
@@ -117,6 +119,11 @@ def refusal(user: Any, definition: ViewTool | ReadTool, scope: ToolScope) -> str
     if isinstance(definition, ReadTool):
         if definition.scope is None:
             return f"{definition.name} declares no scope, so nothing is readable through it"
+        try:
+            for name in [*definition.fields, *definition.search_fields]:
+                model_field(definition.model, name)
+        except FieldDoesNotExist as exc:
+            return f"{definition.name} is misdeclared: {exc}"
     else:
         binding = registry.binding(definition)
         if binding is None:
