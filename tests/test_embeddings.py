@@ -214,6 +214,28 @@ def test_openai_embedder_sends_an_embeddings_request(
     }
 
 
+def test_named_openai_kind_provider_serves_embeddings(settings: Any, fake_server: FakeEmbeddingsServer) -> None:
+    settings.ASSISTANT = {
+        "EMBEDDER": "lab:fake-embed",
+        "PROVIDERS": {
+            "openai": {"api_key": "sk-chat-key"},
+            "lab": {"kind": "openai", "base_url": fake_server.base_url},
+        },
+    }
+    embedder = get_embedder()
+    assert embedder.name == "lab:fake-embed"
+    assert len(embedder.embed(["hello"])[0]) == 16
+    [request] = fake_server.requests
+    assert request.body["model"] == "fake-embed"
+    assert request.headers["authorization"] != "Bearer sk-chat-key"  # the lab entry has its own (no) key
+
+
+def test_provider_without_embeddings_is_a_readable_error(settings: Any) -> None:
+    settings.ASSISTANT = {"EMBEDDER": "anthropic:claude", "PROVIDERS": {"anthropic": {"api_key": "k"}}}
+    with pytest.raises(EmbeddingError, match="no embeddings endpoint"):
+        get_embedder()
+
+
 def test_openai_embedder_empty_list_makes_no_request(
     openai_embedder: Embedder, fake_server: FakeEmbeddingsServer
 ) -> None:

@@ -6,7 +6,10 @@ from typing import Any
 
 from assistant.embeddings.base import Embedder, EmbeddingError
 
-SPEC_HELP = "Use `local` (the packaged all-MiniLM-L6-v2) or `openai:MODEL` (any compatible endpoint)."
+SPEC_HELP = (
+    "Use `local` (the packaged all-MiniLM-L6-v2), `openai:MODEL` (any compatible endpoint) or "
+    "`NAME:MODEL` with NAME an ASSISTANT['PROVIDERS'] entry of kind openai."
+)
 
 
 def get_embedder(spec: str | None = None) -> Embedder:
@@ -14,8 +17,9 @@ def get_embedder(spec: str | None = None) -> Embedder:
 
     `local` and `local:all-MiniLM-L6-v2` (the name stored beside its vectors) are the NumPy MiniLM,
     whose weights load on the first `embed()` call, once per process. `openai:MODEL` uses the
-    `openai` entry of ASSISTANT["PROVIDERS"] for `api_key` and `base_url`. Building an embedder makes
-    no network call. An unknown spec raises EmbeddingError.
+    `openai` entry of ASSISTANT["PROVIDERS"] for `api_key` and `base_url`; `NAME:MODEL` does the same
+    with the entry NAME when its `kind` is `openai`. Building an embedder makes no network call.
+    An unknown spec raises EmbeddingError.
     """
     # Imported here, not at module level, so the pure NumPy model stays importable without Django.
     from assistant.conf import assistant_settings
@@ -25,7 +29,7 @@ def get_embedder(spec: str | None = None) -> Embedder:
     if not isinstance(spec, str) or not spec.strip():
         raise EmbeddingError(f"ASSISTANT['EMBEDDER'] is empty or not a string ({spec!r}). {SPEC_HELP}")
     kind, _, argument = spec.strip().partition(":")
-    kind = kind.strip().lower()
+    kind = kind.strip()
     argument = argument.strip()
 
     if kind == "local":
@@ -34,18 +38,27 @@ def get_embedder(spec: str | None = None) -> Embedder:
         if argument and argument != MODEL_NAME:
             raise EmbeddingError(f"The local embedder only has {MODEL_NAME}, not {argument!r}.")
         return LocalEmbedder()
-    if kind == "openai":
+    providers: Any = assistant_settings.PROVIDERS
+    providers = providers if isinstance(providers, dict) else {}
+    # `openai:MODEL`, or `NAME:MODEL` for a provider entry of kind openai (say an Ollama or vLLM
+    # server next to a hosted chat model), the same way the chat-model chain names providers.
+    config = providers.get(kind)
+    config = config if isinstance(config, dict) else {}
+    if kind == "openai" or (config and config.get("kind") == "openai"):
         from assistant.embeddings.openai_compat import OpenAIEmbedder
 
         if not argument:
-            raise EmbeddingError(f"{spec!r} names no model; write e.g. `openai:text-embedding-3-small`.")
-        providers: Any = assistant_settings.PROVIDERS
-        config = providers.get("openai", {}) if isinstance(providers, dict) else {}
-        config = config if isinstance(config, dict) else {}
+            raise EmbeddingError(f"{spec!r} names no model; write e.g. `{kind}:text-embedding-3-small`.")
         return OpenAIEmbedder(
             argument,
+            provider=kind,
             api_key=config.get("api_key") or None,
             base_url=config.get("base_url") or None,
             timeout=float(assistant_settings.REQUEST_TIMEOUT_SECONDS),
+        )
+    if config:
+        raise EmbeddingError(
+            f"Provider {kind!r} (kind {config.get('kind', kind)!r}) has no embeddings endpoint here; "
+            f"embedders speak the OpenAI embeddings API. {SPEC_HELP}"
         )
     raise EmbeddingError(f"Unknown embedder {spec!r}. {SPEC_HELP}")

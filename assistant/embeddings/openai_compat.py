@@ -22,6 +22,8 @@ MAX_INPUTS_PER_REQUEST = 256
 class OpenAIEmbedder:
     """Embeddings from an OpenAI-compatible `/embeddings` endpoint, via the official SDK.
 
+    `provider` is the ASSISTANT["PROVIDERS"] entry it came from and prefixes `name`.
+
     Vectors are re-normalised here because compatible servers do not all return unit vectors.
     """
 
@@ -29,15 +31,16 @@ class OpenAIEmbedder:
         self,
         model: str,
         *,
+        provider: str = "openai",
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 2,
     ) -> None:
         if not model:
-            raise EmbeddingError("The openai embedder needs a model name: `openai:MODEL`.")
+            raise EmbeddingError(f"The {provider} embedder needs a model name: `{provider}:MODEL`.")
         self.model = model
-        self.name = f"openai:{model}"
+        self.name = f"{provider}:{model}"
         self._api_key = api_key
         self._base_url = base_url
         self._timeout = timeout
