@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -21,7 +21,8 @@ class ProjectChoiceField(forms.ModelChoiceField):
 
     def to_python(self, value: Any) -> Any:
         if isinstance(value, str) and value.strip() and not value.strip().isdigit():
-            matches = list(self.queryset.filter(name__iexact=value.strip())[:2])
+            projects: Any = self.queryset
+            matches = list(projects.filter(name__iexact=value.strip())[:2])
             if len(matches) == 1:
                 return matches[0]
             raise forms.ValidationError(
@@ -80,8 +81,8 @@ class TaskForm(_AssigneeMixin, forms.ModelForm):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         projects = Project.objects.for_user(user).filter(archived=False)
-        self.fields["project"].queryset = projects
-        self.fields["assignee"].queryset = _people_of(projects)
+        cast(forms.ModelChoiceField, self.fields["project"]).queryset = projects
+        cast(forms.ModelChoiceField, self.fields["assignee"]).queryset = _people_of(projects)
 
 
 class TaskUpdateForm(_AssigneeMixin, forms.ModelForm):
@@ -93,7 +94,8 @@ class TaskUpdateForm(_AssigneeMixin, forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["assignee"].queryset = _people_of(Project.objects.filter(pk=self.instance.project_id))
+        people = _people_of(Project.objects.filter(pk=self.instance.project_id))
+        cast(forms.ModelChoiceField, self.fields["assignee"]).queryset = people
 
 
 class CommentForm(forms.ModelForm):

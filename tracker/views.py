@@ -20,14 +20,14 @@ from django.views.generic import CreateView, DeleteView, DetailView, ListView, U
 
 from assistant.tools import tool
 from tracker.forms import CommentForm, ProjectArchiveForm, ProjectForm, TaskForm, TaskUpdateForm
-from tracker.models import Project, Task
+from tracker.models import Project, Task, TaskQuerySet
 
 
 def _visible_projects(request: HttpRequest) -> QuerySet[Project]:
     return Project.objects.for_user(request.user)
 
 
-def _visible_tasks(request: HttpRequest) -> QuerySet[Task]:
+def _visible_tasks(request: HttpRequest) -> TaskQuerySet:
     return Task.objects.for_user(request.user).select_related("project", "assignee")
 
 
@@ -50,10 +50,10 @@ class ProjectCreateView(LoginRequiredMixin, CreateView):
     form_class = ProjectForm
     template_name = "tracker/project_form.html"
 
-    def form_valid(self, form: ProjectForm) -> HttpResponse:
+    def form_valid(self, form: Any) -> HttpResponse:
         form.instance.owner = self.request.user
         response = super().form_valid(form)
-        messages.success(self.request, f"Project “{self.object.name}” created.")
+        messages.success(self.request, f"Project “{form.instance.name}” created.")
         return response
 
 
@@ -93,7 +93,7 @@ class ProjectUpdateView(LoginRequiredMixin, _OwnerOnlyMixin, UpdateView):
     form_class = ProjectForm
     template_name = "tracker/project_form.html"
 
-    def form_valid(self, form: ProjectForm) -> HttpResponse:
+    def form_valid(self, form: Any) -> HttpResponse:
         messages.success(self.request, f"Project “{form.instance.name}” saved.")
         return super().form_valid(form)
 
@@ -162,7 +162,7 @@ class TaskListView(LoginRequiredMixin, ListView):
     context_object_name = "tasks"
     paginate_by = 50
 
-    def get_queryset(self) -> QuerySet[Task]:
+    def get_queryset(self) -> TaskQuerySet:
         tasks = _visible_tasks(self.request)
         status = self.request.GET.get("status", "open")
         if status == "open":
@@ -192,10 +192,10 @@ class TaskCreateView(LoginRequiredMixin, CreateView):
     def get_initial(self) -> dict[str, Any]:
         return {"project": self.request.GET.get("project")}
 
-    def form_valid(self, form: TaskForm) -> HttpResponse:
+    def form_valid(self, form: Any) -> HttpResponse:
         form.instance.created_by = self.request.user
         response = super().form_valid(form)
-        messages.success(self.request, f"Task “{self.object.title}” added to {self.object.project.name}.")
+        messages.success(self.request, f"Task “{form.instance.title}” added to {form.instance.project.name}.")
         return response
 
 
@@ -231,7 +231,7 @@ class TaskUpdateView(LoginRequiredMixin, UpdateView):
     def get_queryset(self) -> QuerySet[Task]:
         return _visible_tasks(self.request)
 
-    def form_valid(self, form: TaskUpdateForm) -> HttpResponse:
+    def form_valid(self, form: Any) -> HttpResponse:
         if form.instance.status == Task.Status.DONE and form.instance.completed_at is None:
             form.instance.completed_at = timezone.now()
         elif form.instance.status != Task.Status.DONE:

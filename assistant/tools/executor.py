@@ -96,16 +96,16 @@ def _internal_request(user: Any, method: str, path: str, data: QueryDict, tool_n
         "REMOTE_ADDR": "127.0.0.1", "HTTP_ACCEPT": "text/html,application/json",
     }
     if method == "GET":
-        request.GET = data
+        request.GET = data  # type: ignore[assignment]
     else:
-        request.POST = data
+        request.POST = data  # type: ignore[assignment]
         body = data.urlencode().encode()
         request.META["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
         request.META["CONTENT_LENGTH"] = str(len(body))
-        request._body = body  # type: ignore[attr-defined]
+        request._body = body
     request.FILES = MultiValueDict()
     request.user = user
-    request.session = _SESSION_STORE()  # type: ignore[attr-defined]
+    request.session = _SESSION_STORE()
     request._messages = _CollectedMessages(request)  # type: ignore[attr-defined]
     request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
     request.htmx = HtmxDetails(request)  # type: ignore[attr-defined]

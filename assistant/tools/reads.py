@@ -157,7 +157,8 @@ def run_read(definition: ReadTool, user: Any, arguments: dict[str, Any]) -> dict
 def _default_ordering(definition: ReadTool) -> list[str]:
     if definition.ordering:
         return definition.ordering
-    meta_ordering = [o for o in definition.model._meta.ordering if isinstance(o, str)]
+    declared: Any = definition.model._meta.ordering or []
+    meta_ordering = [o for o in declared if isinstance(o, str)]
     if meta_ordering and all(o.lstrip("-") in definition.fields for o in meta_ordering):
         return meta_ordering
     return ["pk"]

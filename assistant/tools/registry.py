@@ -21,8 +21,6 @@ from django.utils.module_loading import autodiscover_modules
 if TYPE_CHECKING:
     from assistant.tools.declarations import ReadTool, ViewTool
 
-    Definition = ViewTool | ReadTool
-
 
 class AlreadyRegistered(Exception):
     """Two tools were declared with the same name."""
@@ -92,11 +90,11 @@ class ToolRegistry:
     """All declared tools by name. Thread-safe for reads; registration happens at import time."""
 
     def __init__(self) -> None:
-        self._tools: dict[str, Definition] = {}
+        self._tools: dict[str, ViewTool | ReadTool] = {}
         self._bindings: dict[str, dict[int, Binding | None]] = {}
         self._lock = threading.Lock()
 
-    def register(self, definition: Definition) -> None:
+    def register(self, definition: ViewTool | ReadTool) -> None:
         with self._lock:
             existing = self._tools.get(definition.name)
             if existing is not None and existing is not definition:
@@ -114,13 +112,13 @@ class ToolRegistry:
             del self._tools[name]
             self._bindings.clear()
 
-    def get(self, name: str) -> Definition | None:
+    def get(self, name: str) -> ViewTool | ReadTool | None:
         return self._tools.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def all(self) -> list[Definition]:
+    def all(self) -> list[ViewTool | ReadTool]:
         return sorted(self._tools.values(), key=lambda definition: definition.name)
 
     def binding(self, definition: ViewTool) -> Binding | None:
@@ -145,7 +143,7 @@ class ToolRegistry:
         self._bindings.clear()
 
     @contextmanager
-    def register_temporarily(self, *definitions: Definition) -> Iterator[ToolRegistry]:
+    def register_temporarily(self, *definitions: ViewTool | ReadTool) -> Iterator[ToolRegistry]:
         """For tests: register `definitions` (and anything declared inside the block) until it exits."""
         with self._lock:
             saved = dict(self._tools)
@@ -198,7 +196,7 @@ def _where(definition: Any) -> str:
 registry = ToolRegistry()
 
 
-def register_temporarily(*definitions: Definition) -> Any:
+def register_temporarily(*definitions: ViewTool | ReadTool) -> Any:
     """Context manager: tools declared in the block (or passed in) exist only inside it."""
     return registry.register_temporarily(*definitions)
 

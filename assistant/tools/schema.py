@@ -68,7 +68,8 @@ def _flat_choices(choices: Iterable[Any]) -> list[Any]:
 
 
 def _choice_values(field_: forms.ChoiceField) -> tuple[str, list[Any]]:
-    values = _flat_choices(field_.choices)
+    choices: Any = field_.choices
+    values = _flat_choices(choices)
     if values and all(isinstance(v, bool) for v in values):
         return "boolean", values
     if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
@@ -78,7 +79,8 @@ def _choice_values(field_: forms.ChoiceField) -> tuple[str, list[Any]]:
 
 def _choice_labels(field_: forms.ChoiceField) -> str:
     """'1 = Low, 2 = Normal' when the labels say more than the values."""
-    pairs = [(value, str(label)) for value, label in field_.choices
+    choices: Any = field_.choices
+    pairs = [(value, str(label)) for value, label in choices
              if value not in ("", None) and not isinstance(label, list | tuple)]
     if all(str(value).lower() == label.lower() for value, label in pairs):
         return ""
@@ -187,7 +189,8 @@ def form_field_schema(name: str, field_: forms.Field) -> dict[str, Any] | None:
 def form_schema(form_class: type[forms.BaseForm], *, partial: bool = False) -> DerivedSchema:
     """Properties for every field of a Form/ModelForm; required ones listed unless `partial`."""
     derived = DerivedSchema()
-    for name, field_ in form_class.base_fields.items():
+    base_fields: dict[str, forms.Field] = getattr(form_class, "base_fields", {})
+    for name, field_ in base_fields.items():
         if field_.disabled:
             continue
         prop = form_field_schema(name, field_)
