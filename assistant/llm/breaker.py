@@ -36,7 +36,7 @@ _clients_lock = threading.Lock()
 
 def redis_client() -> redis.Redis:
     """One client (and connection pool) per process for settings.REDIS_URL."""
-    url = settings.REDIS_URL
+    url = str(settings.REDIS_URL)  # never None: settings refuse to load without it
     with _clients_lock:
         client = _clients.get(url)
         if client is None:
