@@ -1,17 +1,56 @@
-"""The live channel at /ws/assistant/. For now it authenticates and answers `assistant.ping`;
-the turn's events (send, cancel, confirm, load) are added by the turn."""
+"""The live channel at /ws/assistant/: JSON events in both directions (see docs/protocol.md).
+
+The consumer only parses frames and calls one service or selector per event; every id a client sends
+is looked up among the person's own rows, so another person's id answers exactly like a missing one.
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from assistant import selectors, services
 from assistant.conf import assistant_settings
+from assistant.events import user_group
+from assistant.payloads import chat_payload, message_payload, run_payload, step_payload
 
 # 4401 mirrors HTTP 401 in the private close-code range so clients can tell "log in" from a crash.
 CLOSE_UNAUTHENTICATED = 4401
+
+
+class BadRequest(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def _id(content: dict[str, Any], key: str, *, required: bool) -> int | None:
+    value = content.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        raise BadRequest("bad_request", f'"{key}" must be a positive integer id.')
+    return int(value)
+
+
+def _chat_state(user: Any, chat_id: int | None) -> dict[str, Any]:
+    chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
+    if chat is None:
+        return {"type": "assistant.messages_loaded", "chat": None, "messages": [], "active_run": None,
+                "steps": [], "pending_confirmation": None}
+    run = selectors.chat_active_run(chat=chat)
+    pending = selectors.run_pending_confirmation(run=run) if run is not None else None
+    return {
+        "type": "assistant.messages_loaded",
+        "chat": chat_payload(chat),
+        "messages": [message_payload(message) for message in selectors.chat_messages(chat=chat)],
+        "active_run": run_payload(run) if run is not None else None,
+        "steps": [step_payload(step) for step in selectors.run_steps(run=run)] if run is not None else [],
+        "pending_confirmation": step_payload(pending) if pending is not None else None,
+    }
 
 
 class AssistantConsumer(AsyncJsonWebsocketConsumer):
@@ -20,7 +59,14 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        self.user = user
+        self.group = user_group(user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         if text_data is None:
@@ -41,10 +87,64 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(content)
 
     async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
-        if content["type"] == "assistant.ping":
-            await self.send_json({"type": "assistant.pong", "id": content.get("id")})
+        handlers = {
+            "assistant.ping": self.on_ping,
+            "assistant.send": self.on_send,
+            "assistant.cancel": self.on_cancel,
+            "assistant.confirm": self.on_confirm,
+            "assistant.load": self.on_load,
+        }
+        handler = handlers.get(content["type"])
+        request_id = content.get("request_id")
+        if handler is None:
+            await self.send_error("unknown_type", f"Unknown event type {content['type'][:100]!r}.", request_id)
             return
-        await self.send_error("unknown_type", f"Unknown event type {content['type'][:100]!r}.")
+        try:
+            await handler(content)
+        except BadRequest as exc:
+            await self.send_error(exc.code, exc.message, request_id)
+        except services.Refused as exc:
+            await self.send_error(exc.code, exc.message, request_id)
+        except selectors.NotFound as exc:
+            if content["type"] == "assistant.load":
+                await self.send_json({"type": "assistant.thread_failed", "chat_id": content.get("chat_id"),
+                                      "error": "That conversation does not exist.", "request_id": request_id})
+            else:
+                await self.send_error("not_found", str(exc), request_id)
 
-    async def send_error(self, code: str, message: str) -> None:
-        await self.send_json({"type": "assistant.error", "code": code, "message": message})
+    async def on_ping(self, content: dict[str, Any]) -> None:
+        await self.send_json({"type": "assistant.pong", "id": content.get("id")})
+
+    async def on_send(self, content: dict[str, Any]) -> None:
+        text = content.get("content")
+        if not isinstance(text, str):
+            raise BadRequest("bad_request", '"content" must be a string.')
+        chat_id = _id(content, "chat_id", required=False)
+        new_chat = content.get("new_chat") is True
+        # The "assistant.sent" event reaches every socket of this person through the group.
+        await database_sync_to_async(services.chat_send)(user=self.user, content=text, chat_id=chat_id,
+                                                         new_chat=new_chat)
+
+    async def on_cancel(self, content: dict[str, Any]) -> None:
+        run_id = _id(content, "run_id", required=True)
+        await database_sync_to_async(services.run_cancel)(user=self.user, run_id=run_id)
+
+    async def on_confirm(self, content: dict[str, Any]) -> None:
+        run_id = _id(content, "run_id", required=True)
+        approve = content.get("approve")
+        if not isinstance(approve, bool):
+            raise BadRequest("bad_request", '"approve" must be true or false.')
+        await database_sync_to_async(services.run_confirm)(user=self.user, run_id=run_id, approve=approve)
+
+    async def on_load(self, content: dict[str, Any]) -> None:
+        chat_id = _id(content, "chat_id", required=False)
+        state = await database_sync_to_async(_chat_state)(self.user, chat_id)
+        state["request_id"] = content.get("request_id")
+        await self.send_json(state)
+
+    async def assistant_event(self, message: dict[str, Any]) -> None:
+        """An event for this person from a worker or another socket, relayed as it is."""
+        await self.send_json(message["event"])
+
+    async def send_error(self, code: str, message: str, request_id: Any = None) -> None:
+        await self.send_json({"type": "assistant.error", "code": code, "message": message, "request_id": request_id})

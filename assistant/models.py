@@ -58,6 +58,8 @@ class AgentMessage(models.Model):
     run = models.ForeignKey(
         "AgentRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )
+    # For a summary: the id of the newest message folded into it, so it is reused until older turns grow.
+    covers_through = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = OwnedQuerySet.as_manager()
@@ -99,8 +101,21 @@ class AgentRun(models.Model):
     tool_errors = models.PositiveIntegerField(default=0)
     intent = models.CharField(max_length=100, blank=True)
     quality_score = models.FloatField(null=True, blank=True)
+    # Why the run ended when it did not simply answer: a limit, a model error, a cancel, a crash.
+    stop_reason = models.CharField(max_length=40, blank=True)
+    # The settings the run was started with (model, limits, embedder, tool scope): a run obeys the
+    # configuration it was queued under, whichever worker picks it up.
+    config = models.JSONField(default=dict, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    # The worker holding the run: it renews the lease while alive; an expired lease means it died.
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker took the run up.")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # The wall-time limit counts from here: the first start, or the user's answer to a confirmation
+    # (time spent waiting for a person is not the assistant's working time).
+    clock_started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
@@ -141,12 +156,19 @@ class AgentStep(models.Model):
     class State(models.TextChoices):
         STARTED = "started"
         FINISHED = "finished"
+        AWAITING_CONFIRMATION = "awaiting_confirmation"
+
+    class Confirmation(models.TextChoices):
+        APPROVED = "approved"
+        DENIED = "denied"
 
     run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    state = models.CharField(max_length=16, choices=State.choices, default=State.FINISHED)
+    state = models.CharField(max_length=32, choices=State.choices, default=State.FINISHED)
     tool_name = models.CharField(max_length=200, blank=True)
+    call_id = models.CharField(max_length=200, blank=True, help_text="The model's id for this tool call.")
+    confirmation = models.CharField(max_length=16, choices=Confirmation.choices, blank=True)
     arguments = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
     took_effect = models.BooleanField(null=True, blank=True)

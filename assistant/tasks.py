@@ -1,13 +1,72 @@
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from typing import Any
 
-from celery import shared_task
+from celery import bootsteps, shared_task
+from celery.signals import worker_process_init
+
+from config.celery import app
+
+logger = logging.getLogger(__name__)
+
+SWEEP_INTERVAL_SECONDS = 5.0
 
 
 @shared_task(name="assistant.health_check")
 def health_check(token: str) -> dict[str, Any]:
     """Echoes the token with where it ran, proving a worker took it from the broker."""
     return {"token": token, "hostname": socket.gethostname(), "pid": os.getpid()}
+
+
+@shared_task(name="assistant.run_turn", ignore_result=True)
+def run_turn(run_id: int) -> str:
+    """One turn of the assistant. Delivered at least once: the run's lease makes extra deliveries no-ops."""
+    from assistant.turn.lease import lease_claim, new_holder
+    from assistant.turn.loop import run_turn as work
+
+    return work(run_id, holder=new_holder(), claim=lease_claim)
+
+
+class RunSweeper(bootsteps.StartStopStep):
+    """Every few seconds, in each worker's main process: re-enqueue runs whose worker died, end runs
+    stuck past their time. No separate scheduler process is needed."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        self.timer_ref: Any = None
+
+    def start(self, worker: Any) -> None:
+        self.timer_ref = worker.timer.call_repeatedly(SWEEP_INTERVAL_SECONDS, self.sweep, priority=10)
+
+    def stop(self, worker: Any) -> None:
+        if self.timer_ref is not None:
+            self.timer_ref.cancel()
+            self.timer_ref = None
+
+    def sweep(self) -> None:
+        from django.db import close_old_connections
+
+        from assistant.turn.sweeper import sweep_runs
+
+        try:
+            sweep_runs()
+        except Exception:  # the next sweep tries again; a sweep must never take the worker down
+            logger.exception("Run sweep failed")
+        finally:
+            close_old_connections()
+
+
+app.steps["worker"].add(RunSweeper)
+
+
+@worker_process_init.connect
+def _fresh_connections(**kwargs: Any) -> None:
+    # A forked pool process must not share the parent's database socket.
+    from django.db import connections
+
+    for connection in connections.all(initialized_only=True):
+        connection.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -63,42 +64,69 @@ def _test_database_url() -> str:
     return urlunsplit(parts._replace(path="/" + connection.settings_dict["NAME"]))
 
 
+class WorkerProcess:
+    """A real Celery worker in its own process group, on the real broker, using the test database."""
+
+    def __init__(self, env: dict[str, str], name: str) -> None:
+        self.env, self.name = env, name
+        self.log_path = PROJECT_DIR / ".data" / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30) -> None:
+        from config.celery import app
+
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2",
+             "--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle"],
+            cwd=PROJECT_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            replies = app.control.ping(timeout=0.5)
+            if any(name.startswith(f"{self.name}@") for reply in replies for name in reply):
+                return
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                raise RuntimeError(f"The test Celery worker exited with {code}:\n{_tail(self.log_path)}")
+        self.stop()
+        raise RuntimeError(f"The test Celery worker did not answer within {timeout:.0f}s:\n{_tail(self.log_path)}")
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool processes at once, as a crash or the OOM killer would."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            stop_process(self.process)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup: None, django_db_blocker: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """A real Celery worker process on the real broker, reading and writing the test database."""
+def celery_worker(django_db_setup: None, django_db_blocker: Any) -> Iterator[WorkerProcess]:
+    """The worker the run-loop tests share; a test may kill and restart it."""
     from config.celery import app
 
     with django_db_blocker.unblock():
         database_url = _test_database_url()
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.settings"}
     # Leftovers from an aborted run would be delivered to this worker against a fresh database.
     app.control.purge()
-    hostname = f"test-worker-{os.getpid()}@%h"
-    log = open(PROJECT_DIR / ".data" / f"test-worker-{os.getpid()}.log", "wb")  # noqa: SIM115
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2",
-         "--hostname", hostname, "--without-gossip", "--without-mingle"],
-        cwd=PROJECT_DIR, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 30
-    expected = hostname.replace("%h", "")
-    while time.monotonic() < deadline:
-        replies = app.control.ping(timeout=0.5)
-        if any(name.startswith(expected) for reply in replies for name in reply):
-            break
-        if worker.poll() is not None:
-            raise RuntimeError(f"The test Celery worker exited with {worker.returncode}:\n{_tail(log.name)}")
-    else:
-        stop_process(worker)
-        raise RuntimeError(f"The test Celery worker did not answer within 30s:\n{_tail(log.name)}")
+    worker = WorkerProcess(env, f"test-worker-{os.getpid()}")
+    worker.start()
     yield worker
-    stop_process(worker)
-    log.close()
+    worker.stop()
     with django_db_blocker.unblock():
         _wait_for_other_sessions_to_leave()
 
 
-def _tail(path: str, lines: int = 40) -> str:
+def _tail(path: Path, lines: int = 40) -> str:
     return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
 
 

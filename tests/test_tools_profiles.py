@@ -20,6 +20,7 @@ pytestmark = pytest.mark.django_db
 
 READS = {"tracker_comment_list", "tracker_project_list", "tracker_project_stats", "tracker_task_detail",
          "tracker_task_list"}
+SUITE_TOOLS = {"test_record_effect", "test_slow_effect", "test_wait"}
 
 
 def nudge(request: HttpRequest) -> JsonResponse:
@@ -33,13 +34,15 @@ def unguarded(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("tracker/", include("tracker.urls")),
+    path("test-tools/", include("tests.testapp.urls")),  # the suite's own tools stay routed
     path("nudge/", nudge, name="nudge"),
     path("unguarded/", unguarded, name="unguarded"),
 ]
 
 
 def _offered(user: Any, **kwargs: Any) -> dict[str, Any]:
-    return {t.name: t for t in tools_for(user, **kwargs)}
+    """The tools on offer, less the ones tests/testapp installs for the run-loop tests."""
+    return {t.name: t for t in tools_for(user, **kwargs) if t.name not in SUITE_TOOLS}
 
 
 def test_restricted_offers_reads_only_and_refuses_writes(alice: Any) -> None:
@@ -151,7 +154,7 @@ def test_the_command_lists_what_a_user_would_be_offered(alice: Any) -> None:
     out = io.StringIO()
     call_command("assistant_tools", user="alice", profile="restricted", json=True, stdout=out)
     listed = json.loads(out.getvalue())
-    assert {t["name"] for t in listed} == READS
+    assert {t["name"] for t in listed if t["name"] not in SUITE_TOOLS} == READS
     assert all(t["parameters"]["additionalProperties"] is False for t in listed)
 
     text = io.StringIO()

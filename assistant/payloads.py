@@ -1,0 +1,55 @@
+"""The JSON shapes of chats, messages, runs and steps in live events (documented in docs/protocol.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+
+
+def _time(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def chat_payload(chat: AgentChat) -> dict[str, Any]:
+    return {
+        "id": chat.pk, "title": chat.title, "spec": chat.spec,
+        "created_at": _time(chat.created_at), "updated_at": _time(chat.updated_at),
+    }
+
+
+def message_payload(message: AgentMessage) -> dict[str, Any]:
+    return {
+        "id": message.pk, "chat_id": message.chat_id, "role": message.role, "content": message.content,
+        "run_id": message.run_id, "created_at": _time(message.created_at),
+    }
+
+
+def run_payload(run: AgentRun) -> dict[str, Any]:
+    return {
+        "id": run.pk, "chat_id": run.chat_id, "status": run.status, "stop_reason": run.stop_reason,
+        "model": run.model, "reply": run.reply, "error": run.error,
+        "usage": {
+            "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
+            "total_tokens": run.total_tokens,
+        },
+        "model_calls": run.model_calls, "tool_calls": run.tool_calls, "tool_errors": run.tool_errors,
+        "created_at": _time(run.created_at), "started_at": _time(run.started_at),
+        "finished_at": _time(run.finished_at), "duration_ms": run.duration_ms,
+    }
+
+
+def step_payload(step: AgentStep) -> dict[str, Any]:
+    return {
+        "id": step.pk, "run_id": step.run_id, "seq": step.seq, "kind": step.kind, "state": step.state,
+        "tool_name": step.tool_name, "call_id": step.call_id, "arguments": step.arguments, "result": step.result,
+        "took_effect": step.took_effect, "reason": step.reason, "confirmation": step.confirmation,
+        "usage": {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens},
+        "duration_ms": step.duration_ms, "created_at": _time(step.created_at),
+    }
+
+
+def run_event(event_type: str, run: AgentRun, /, **extra: Any) -> dict[str, Any]:
+    """An event about one run: every such event names its run and chat so a client can route it."""
+    return {"type": event_type, "run_id": run.pk, "chat_id": run.chat_id, **extra}

@@ -1,0 +1,189 @@
+"""Writes behind the live channel: send, cancel, confirm. Each is one transaction and publishes its
+events, and enqueues work, only after that transaction commits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from assistant.conf import assistant_settings
+from assistant.events import publish_to_user
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
+from assistant.selectors import NotFound, run_pending_confirmation
+from assistant.signals import request_cancel
+
+
+class Refused(Exception):
+    """The request is understood but cannot be done now; `code` is stable, `message` is for people."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Sent:
+    chat: AgentChat
+    message: AgentMessage
+    run: AgentRun
+
+
+def run_config() -> dict[str, Any]:
+    """The settings a new run keeps for its whole life (see AgentRun.config)."""
+    s = assistant_settings
+    return {
+        "model": s.MODEL, "embedder": s.EMBEDDER, "spec": s.SPEC, "permission_profile": s.PERMISSION_PROFILE,
+        "instructions": s.INSTRUCTIONS, "max_model_calls": s.MAX_MODEL_CALLS, "max_tool_calls": s.MAX_TOOL_CALLS,
+        "max_wall_seconds": s.MAX_WALL_SECONDS, "max_tokens_per_run": s.MAX_TOKENS_PER_RUN,
+        "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,
+        "recall_limit": s.RECALL_LIMIT,
+    }
+
+
+def _enqueue(run_id: int) -> None:
+    from assistant.tasks import run_turn
+
+    transaction.on_commit(lambda: run_turn.delay(run_id))
+
+
+@transaction.atomic
+def chat_send(*, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False) -> Sent:
+    """Store the person's message and a queued run, and start the run after commit.
+
+    One active run per chat: while a run works on a chat, a new message there is refused; a run
+    waiting for the person's confirmation is superseded (cancelled, its pending action declined).
+    """
+    text = (content or "").strip()
+    if not text:
+        raise Refused("empty_message", "Type a message first.")
+    limit = assistant_settings.MAX_MESSAGE_CHARS
+    if len(text) > limit:
+        raise Refused("message_too_long", f"Messages are limited to {limit} characters; this one has {len(text)}.")
+    recent = AgentRun.objects.filter(owner=user, created_at__gte=timezone.now() - timedelta(minutes=1)).count()
+    if recent >= assistant_settings.RUNS_PER_MINUTE:
+        raise Refused("rate_limited", "You are sending messages faster than the assistant accepts; wait a minute.")
+
+    if chat_id is not None:
+        chat = AgentChat.objects.for_user(user).select_for_update().filter(pk=chat_id).first()
+        if chat is None:
+            raise NotFound(f"No chat {chat_id!r}.")
+    else:
+        current = None if new_chat else AgentChat.objects.for_user(user).order_by("-updated_at", "-id").first()
+        chat = current or AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC)
+        chat = AgentChat.objects.select_for_update().get(pk=chat.pk)
+
+    active = chat.runs.select_for_update().filter(status__in=AgentRun.ACTIVE_STATUSES).first()
+    if active is not None:
+        if active.status != AgentRun.Status.AWAITING_CONFIRMATION:
+            raise Refused(
+                "run_active",
+                "The assistant is still working on your previous message in this chat. Wait for it, or stop it.",
+            )
+        _supersede(active)
+
+    config = run_config()
+    run = AgentRun.objects.create(
+        owner=user, chat=chat, spec=chat.spec, model=str(config["model"]), config=config
+    )
+    message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
+    if not chat.title:
+        chat.title = text[:80]
+    chat.save()  # also marks it the person's current chat
+    sent = run_event("assistant.sent", run, chat=chat_payload(chat), message=message_payload(message),
+                     run=run_payload(run))
+    publish_to_user(user.pk, sent)
+    _enqueue(run.pk)
+    return Sent(chat=chat, message=message, run=run)
+
+
+def _supersede(run: AgentRun) -> None:
+    pending = run_pending_confirmation(run=run)
+    if pending is not None:
+        _decline(pending, "The user sent a new message instead of answering; the action was not taken.")
+    run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="superseded",
+               error="Superseded by a newer message; the pending action was not taken.")
+
+
+def _decline(step: AgentStep, reason: str) -> None:
+    step.confirmation = AgentStep.Confirmation.DENIED
+    step.state = AgentStep.State.FINISHED
+    step.took_effect = False
+    step.reason = reason
+    step.result = {"status": "declined", "took_effect": False, "reason": reason}
+    step.save(update_fields=["confirmation", "state", "took_effect", "reason", "result"])
+    publish_to_user(step.run.owner_id, run_event("assistant.step", step.run, step=step_payload(step)))
+
+
+def run_finish(
+    *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = ""
+) -> AgentRun:
+    """Close a run with its final status and announce it. Counts and tokens are totalled from its steps."""
+    now = timezone.now()
+    steps = list(run.steps.all())
+    tool_steps = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
+    run.status, run.stop_reason, run.error, run.reply = status, stop_reason, error, reply
+    run.model_calls = sum(1 for step in steps if step.kind == AgentStep.Kind.MODEL_CALL)
+    run.tool_calls = len(tool_steps)
+    run.tool_errors = sum(1 for step in tool_steps if _is_tool_error(step))
+    run.prompt_tokens = sum(step.prompt_tokens for step in steps)
+    run.completion_tokens = sum(step.completion_tokens for step in steps)
+    run.total_tokens = run.prompt_tokens + run.completion_tokens
+    run.finished_at = now
+    run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
+    run.lease_owner, run.lease_expires_at = "", None
+    run.save()
+    if status == AgentRun.Status.CANCELLED:
+        publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
+    elif status != AgentRun.Status.SUCCEEDED:
+        publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
+    return run
+
+
+def _is_tool_error(step: AgentStep) -> bool:
+    status = (step.result or {}).get("status")
+    return status in {"invalid", "denied", "not_found", "error", "unknown"}
+
+
+@transaction.atomic
+def run_cancel(*, user: Any, run_id: int) -> AgentRun:
+    """Stop a run. Queued or waiting runs end at once; a working run stops at its next step boundary
+    (or within a moment while the model streams) and keeps the steps it took."""
+    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"No run {run_id!r}.")
+    if not run.is_active:
+        return run
+    if run.status == AgentRun.Status.RUNNING:
+        run.cancel_requested = True
+        run.save(update_fields=["cancel_requested"])
+        transaction.on_commit(lambda: request_cancel(run.pk))
+        return run
+    pending = run_pending_confirmation(run=run)
+    if pending is not None:
+        _decline(pending, "The user stopped the run; the action was not taken.")
+    return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="cancelled", error="Stopped by you.")
+
+
+@transaction.atomic
+def run_confirm(*, user: Any, run_id: int, approve: bool) -> AgentRun:
+    """Answer the action a run is waiting on; the run then goes on in a worker."""
+    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"No run {run_id!r}.")
+    pending = run_pending_confirmation(run=run) if run.status == AgentRun.Status.AWAITING_CONFIRMATION else None
+    if pending is None:
+        raise Refused("nothing_to_confirm", "This run is not waiting for your confirmation.")
+    pending.confirmation = AgentStep.Confirmation.APPROVED if approve else AgentStep.Confirmation.DENIED
+    pending.save(update_fields=["confirmation"])
+    run.status = AgentRun.Status.QUEUED
+    run.clock_started_at = timezone.now()
+    run.save(update_fields=["status", "clock_started_at"])
+    publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
+    _enqueue(run.pk)
+    return run

@@ -1,0 +1,80 @@
+"""What the model is sent (the seed's agent context): instructions, the profile line, recalled memories,
+and the conversation — the last `keep_messages` verbatim, older turns folded into one stored summary.
+
+A summary is made once and extended only with the turns that fell out of the window since, so a long
+chat costs one short summary call per turn rather than re-reading its whole history. When summarising
+fails, the older turns are left out and the turn goes on; the caller records a visible notice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from assistant.llm import Message, ModelError, ModelResponse
+from assistant.models import AgentMessage, AgentRun
+
+SUMMARY_INSTRUCTIONS = (
+    "Summarise the conversation below for your own later use: the user's goals, facts they gave, what was "
+    "done and what is still open. Keep names, ids and numbers. At most 200 words. Write only the summary."
+)
+
+
+def _as_message(row: AgentMessage) -> Message:
+    return Message.user(row.content) if row.role == AgentMessage.Role.USER else Message.assistant(row.content)
+
+
+def _transcript(rows: list[AgentMessage], previous_summary: str) -> str:
+    lines = [f"Earlier summary: {previous_summary}"] if previous_summary else []
+    lines += [f"{row.role}: {row.content}" for row in rows]
+    return "\n".join(lines)
+
+
+def conversation_window(
+    run: AgentRun, *, keep: int, summarise: Callable[[list[Message]], ModelResponse]
+) -> tuple[str, list[Message], list[str]]:
+    """(summary text, the verbatim messages, notices) for the chat up to and including this run's message."""
+    # Up to the run's own message: anything later belongs to later runs.
+    asked = AgentMessage.objects.filter(run=run, role=AgentMessage.Role.USER).order_by("id").first()
+    rows = AgentMessage.objects.filter(chat_id=run.chat_id).exclude(role=AgentMessage.Role.SUMMARY)
+    if asked is not None:
+        rows = rows.filter(id__lte=asked.pk)
+    history = list(rows.order_by("id"))
+    if len(history) <= keep:
+        return "", [_as_message(row) for row in history], []
+
+    older, recent = history[:-keep], history[-keep:]
+    boundary = older[-1].pk
+    latest = (
+        AgentMessage.objects.filter(chat_id=run.chat_id, role=AgentMessage.Role.SUMMARY, covers_through__lte=boundary)
+        .order_by("-covers_through", "-id")
+        .first()
+    )
+    if latest is not None and latest.covers_through == boundary:
+        return latest.content, [_as_message(row) for row in recent], []
+    covered = latest.covers_through if latest is not None else 0
+    previous = latest.content if latest is not None else ""
+    fresh = [row for row in older if row.pk > covered]  # only what fell out of the window since
+    try:
+        response = summarise([Message.system(SUMMARY_INSTRUCTIONS), Message.user(_transcript(fresh, previous))])
+    except ModelError as exc:
+        notice = f"Older messages were left out of this turn: summarising them failed ({exc})."
+        return "", [_as_message(row) for row in recent], [notice]
+    summary = response.text.strip()
+    AgentMessage.objects.create(
+        chat_id=run.chat_id, owner_id=run.owner_id, role=AgentMessage.Role.SUMMARY, content=summary,
+        run=run, covers_through=boundary,
+    )
+    return summary, [_as_message(row) for row in recent], []
+
+
+def system_prompt(*, instructions: str, profile_line: str, memories: list[str], summary: str) -> str:
+    parts = [instructions.strip()]
+    if profile_line:
+        parts.append(f"Your record with this user: {profile_line}")
+    if memories:
+        parts.append("Things you remember from earlier conversations with this user:\n" +
+                     "\n".join(f"- {memory}" for memory in memories))
+    if summary:
+        parts.append(f"Summary of the earlier part of this conversation:\n{summary}")
+    return "\n\n".join(parts)
+

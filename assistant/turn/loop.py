@@ -1,0 +1,424 @@
+"""One turn in a worker (the seed's reason-act-observe loop): call the model with the tools the user may
+use, run the tools it asks for as the user, feed the outcomes back, until it answers or a limit stops it.
+
+Every model call and tool call is an AgentStep row written as it happens, and published after commit.
+The steps are also the checkpoint: a run taken up again (after a crash, or after the user answered a
+confirmation) rebuilds its conversation from them and goes on from the last completed step. A tool
+step that started but never finished is not run again; the model is told its outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from assistant import signals
+from assistant.conf import DEFAULTS
+from assistant.embeddings import EmbeddingError, get_embedder
+from assistant.events import publish_to_user
+from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
+from assistant.memory import memory_recall, memory_remember
+from assistant.models import AgentMessage, AgentRun, AgentStep
+from assistant.payloads import message_payload, run_event, run_payload, step_payload
+from assistant.services import run_finish
+from assistant.tools import Tool, execute_tool, tools_for
+from assistant.turn.context import conversation_window, system_prompt
+from assistant.turn.lease import Heartbeat
+from registry.selectors import profile_summary
+from registry.services import profile_record_invocation
+
+logger = logging.getLogger(__name__)
+
+Status = AgentRun.Status
+Kind = AgentStep.Kind
+State = AgentStep.State
+
+UNKNOWN_OUTCOME = (
+    "The worker running this tool stopped before it finished, so whether it took effect is unknown. "
+    "Check the current state with a read before doing it again."
+)
+# Seconds between cancel checks while a reply streams in.
+STREAM_CANCEL_CHECK_SECONDS = 0.2
+
+
+class StopRun(Exception):
+    """Ends the run with `status`; `message` is what the user reads."""
+
+    def __init__(self, status: str, stop_reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.stop_reason, self.message = status, stop_reason, message
+
+
+class LeaseLost(Exception):
+    """Another worker took the run over (this one was presumed dead); stop touching it."""
+
+
+def _setting(config: dict[str, Any], key: str) -> Any:
+    return config.get(key.lower(), DEFAULTS[key])
+
+
+def _call_key(name: str, arguments: dict[str, Any]) -> str:
+    return name + json.dumps(arguments, sort_keys=True, default=str)
+
+
+def _is_error(outcome: dict[str, Any]) -> bool:
+    return outcome.get("status") in {"invalid", "denied", "not_found", "error", "unknown", "declined"}
+
+
+class Turn:
+    def __init__(self, run: AgentRun, heartbeat: Heartbeat) -> None:
+        self.run = run
+        self.user = run.owner
+        self.config = run.config or {}
+        self.heartbeat = heartbeat
+        self.steps: list[AgentStep] = list(run.steps.order_by("seq"))
+        self.model: ChatModel | None = None
+        self.tools: dict[str, Tool] = {}
+        self._next_stream_check = 0.0
+
+    # --- entry -------------------------------------------------------------------------------
+
+    def execute(self) -> None:
+        try:
+            self._boundary()
+            self.model = get_model(str(self.config.get("model") or DEFAULTS["MODEL"]))
+            self._resume_replay_position()
+            offered = tools_for(
+                self.user, self.config.get("spec"), self.config.get("permission_profile") or None
+            )
+            self.tools = {tool.name: tool for tool in offered}
+            self._close_interrupted_steps()
+            preamble = self._preamble()
+            while True:
+                self._boundary()
+                pending = self._pending_calls()
+                if pending:
+                    for call, existing in pending:
+                        self._boundary()
+                        if not self._tool_call(call, existing):
+                            return  # paused for the user's confirmation
+                    continue
+                response = self._model_call(preamble + self._transcript())
+                if not response.tool_calls:
+                    self._succeed(response.text)
+                    return
+        except StopRun as stop:
+            self._stop(stop)
+        except LeaseLost:
+            logger.warning("Run %s was taken over by another worker; this one stops", self.run.pk)
+        except ModelError as exc:
+            self._stop(StopRun(Status.FAILED, "model_error", str(exc)))
+
+    # --- checks ------------------------------------------------------------------------------
+
+    def _boundary(self) -> None:
+        """Between steps: has the user stopped the run, has another worker taken it, is time up?"""
+        if self.heartbeat.lost.is_set():
+            raise LeaseLost()
+        state = AgentRun.objects.filter(pk=self.run.pk).values("cancel_requested", "lease_owner").first()
+        if state is None or state["lease_owner"] != self.heartbeat.holder:
+            raise LeaseLost()
+        if state["cancel_requested"]:
+            raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
+        self._check_wall_time()
+
+    def _check_wall_time(self) -> None:
+        limit = float(_setting(self.config, "MAX_WALL_SECONDS"))
+        started = self.run.clock_started_at or self.run.started_at or self.run.created_at
+        if (timezone.now() - started).total_seconds() > limit:
+            raise StopRun(Status.TIMED_OUT, "wall_time",
+                          f"The assistant ran out of time ({limit:.0f} s) for this request.")
+
+    def _on_delta(self, delta: str) -> None:
+        publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
+        now = time.monotonic()
+        if now >= self._next_stream_check:
+            self._next_stream_check = now + STREAM_CANCEL_CHECK_SECONDS
+            if signals.cancel_requested(self.run.pk):
+                raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
+            self._check_wall_time()
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def _new_step(self, **fields: Any) -> AgentStep:
+        seq = (self.steps[-1].seq + 1) if self.steps else 1
+        step = AgentStep.objects.create(run=self.run, seq=seq, **fields)
+        self.steps.append(step)
+        self._publish_step(step)
+        return step
+
+    def _save_step(self, step: AgentStep) -> None:
+        step.save()
+        self._publish_step(step)
+
+    def _publish_step(self, step: AgentStep) -> None:
+        publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
+
+    def _notice(self, text: str) -> None:
+        self._new_step(kind=Kind.NOTICE, reason=text, took_effect=False)
+
+    def _close_interrupted_steps(self) -> None:
+        """Steps a dead worker left half-done: a model call is simply made again; a tool call is not."""
+        for step in self.steps:
+            if step.state != State.STARTED:
+                continue
+            step.state = State.FINISHED
+            step.took_effect = None if step.kind == Kind.TOOL_CALL else False
+            step.reason = UNKNOWN_OUTCOME if step.kind == Kind.TOOL_CALL else "Interrupted; asked again."
+            if step.kind == Kind.TOOL_CALL:
+                step.result = {"status": "unknown", "took_effect": None, "reason": UNKNOWN_OUTCOME}
+            self._save_step(step)
+
+    def _resume_replay_position(self) -> None:
+        # A replaying model (the scripted one) must continue where the run's earlier attempt stopped.
+        seek = getattr(self.model, "seek", None)
+        if callable(seek):
+            seek(sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL and step.state == State.FINISHED
+                     and step.took_effect is not False))
+
+    # --- context -----------------------------------------------------------------------------
+
+    def _preamble(self) -> list[Message]:
+        keep = int(_setting(self.config, "KEEP_MESSAGES"))
+        summary, conversation, notices = conversation_window(self.run, keep=keep, summarise=self._summarise)
+        for notice in notices:
+            self._notice(notice)
+        spec = str(self.config.get("spec") or self.run.spec)
+        prompt = system_prompt(
+            instructions=str(_setting(self.config, "INSTRUCTIONS")),
+            profile_line=profile_summary(owner=self.user, spec_name=spec),
+            memories=self._recall(conversation),
+            summary=summary,
+        )
+        return [Message.system(prompt), *conversation]
+
+    def _summarise(self, messages: list[Message]) -> ModelResponse:
+        assert self.model is not None
+        self._check_limits()
+        step = self._new_step(kind=Kind.MODEL_CALL, state=State.STARTED, arguments={"purpose": "summarise"})
+        started = time.monotonic()
+        response = self.model.complete(messages)
+        self._finish_model_step(step, response, started)
+        return response
+
+    def _recall(self, conversation: list[Message]) -> list[str]:
+        limit = int(_setting(self.config, "RECALL_LIMIT"))
+        asked = next((m.content for m in reversed(conversation) if m.role == "user"), "")
+        try:
+            embedder = get_embedder(str(_setting(self.config, "EMBEDDER")))
+            return memory_recall(owner=self.user, spec=self.run.spec, text=asked, embedder=embedder, limit=limit)
+        except EmbeddingError as exc:
+            self._notice(f"Memory is unavailable for this turn ({exc}); answering without it.")
+            return []
+
+    def _transcript(self) -> list[Message]:
+        """The run so far, from its steps: each model call that asked for tools, then their results."""
+        messages: list[Message] = []
+        for step in self.steps:
+            result = step.result or {}
+            if step.kind == Kind.MODEL_CALL and step.state == State.FINISHED and result.get("tool_calls"):
+                calls = [ToolCall.from_dict(call) for call in result["tool_calls"]]
+                messages.append(Message.assistant(result.get("text", ""), calls))
+            elif step.kind == Kind.TOOL_CALL and step.state == State.FINISHED:
+                messages.append(Message.tool(step.call_id, json.dumps(result, default=str)))
+        return messages
+
+    # --- model -------------------------------------------------------------------------------
+
+    def _check_limits(self) -> None:
+        model_calls = sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL)
+        limit = int(_setting(self.config, "MAX_MODEL_CALLS"))
+        if model_calls >= limit:
+            raise StopRun(Status.FAILED, "max_model_calls",
+                          f"The assistant stopped: it reached its limit of {limit} model calls for one request.")
+        tokens = sum(step.prompt_tokens + step.completion_tokens for step in self.steps)
+        token_limit = int(_setting(self.config, "MAX_TOKENS_PER_RUN"))
+        if tokens >= token_limit:
+            raise StopRun(Status.FAILED, "max_tokens",
+                          f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
+
+    def _model_call(self, messages: list[Message]) -> ModelResponse:
+        assert self.model is not None
+        self._check_limits()
+        step = self._new_step(kind=Kind.MODEL_CALL, state=State.STARTED)
+        started = time.monotonic()
+        response = self.model.call_tools(messages, list(self.tools.values()), on_text_delta=self._on_delta)
+        self._finish_model_step(step, response, started)
+        return response
+
+    def _finish_model_step(self, step: AgentStep, response: ModelResponse, started: float) -> None:
+        step.state = State.FINISHED
+        step.took_effect = None
+        step.result = {
+            "text": response.text, "tool_calls": [call.to_dict() for call in response.tool_calls],
+            "model": response.model, "provider": response.provider, "is_demo": response.is_demo,
+        }
+        step.prompt_tokens = response.usage.prompt_tokens
+        step.completion_tokens = response.usage.completion_tokens
+        step.duration_ms = int((time.monotonic() - started) * 1000)
+        self._save_step(step)
+
+    # --- tools -------------------------------------------------------------------------------
+
+    def _pending_calls(self) -> list[tuple[ToolCall, AgentStep | None]]:
+        """Tool calls of the latest model call that have no finished step yet (with any step they have)."""
+        last = next((s for s in reversed(self.steps) if s.kind == Kind.MODEL_CALL and s.state == State.FINISHED), None)
+        if last is None or not (last.result or {}).get("tool_calls"):
+            return []
+        after = {step.call_id: step for step in self.steps if step.seq > last.seq and step.kind == Kind.TOOL_CALL}
+        pending = []
+        for raw in last.result["tool_calls"]:
+            call = ToolCall.from_dict(raw)
+            existing = after.get(call.id)
+            if existing is None or existing.state != State.FINISHED:
+                pending.append((call, existing))
+        return pending
+
+    def _tool_call(self, call: ToolCall, existing: AgentStep | None) -> bool:
+        """Run (or decline, or pause on) one tool call. Returns False when the run pauses for the user."""
+        if existing is None:
+            self._check_tool_limits(call)
+        offered = self.tools.get(call.name)
+        if call.invalid_arguments is not None:
+            self._record_outcome(existing, call, {
+                "status": "invalid", "took_effect": False,
+                "reason": "The arguments were not a JSON object; send them again as one.",
+            })
+            return True
+        if offered is not None and offered.confirm:
+            if existing is None or existing.confirmation == "":
+                self._await_confirmation(call, existing)
+                return False
+            if existing.confirmation == AgentStep.Confirmation.DENIED:
+                self._record_outcome(existing, call, {
+                    "status": "declined", "took_effect": False,
+                    "reason": "The user declined this action. Do not try it again; ask what they want instead.",
+                })
+                return True
+        step = existing or self._new_step(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
+                                          call_id=call.id, arguments=call.arguments)
+        if existing is not None:
+            step.state = State.STARTED
+            self._save_step(step)
+        started = time.monotonic()
+        outcome = execute_tool(
+            self.user, call.name, call.arguments,
+            spec=self.config.get("spec"), profile=self.config.get("permission_profile") or None,
+        )
+        self._record_outcome(step, call, outcome.to_model(), started=started)
+        return True
+
+    def _check_tool_limits(self, call: ToolCall) -> None:
+        tool_steps = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
+        limit = int(_setting(self.config, "MAX_TOOL_CALLS"))
+        if len(tool_steps) >= limit:
+            raise StopRun(Status.FAILED, "max_tool_calls",
+                          f"The assistant stopped: it reached its limit of {limit} tool calls for one request.")
+        repeats = int(_setting(self.config, "MAX_IDENTICAL_TOOL_CALLS"))
+        key = _call_key(call.name, call.arguments)
+        recent = [_call_key(step.tool_name, step.arguments) for step in tool_steps[-(repeats - 1):]]
+        if repeats > 1 and len(recent) == repeats - 1 and all(previous == key for previous in recent):
+            raise StopRun(Status.FAILED, "repeated_tool_call",
+                          f"The assistant stopped: it asked for the same action ({call.name}) {repeats} times "
+                          "in a row.")
+
+    def _await_confirmation(self, call: ToolCall, existing: AgentStep | None) -> None:
+        with transaction.atomic():
+            step = existing or self._new_step(
+                kind=Kind.TOOL_CALL, state=State.AWAITING_CONFIRMATION, tool_name=call.name, call_id=call.id,
+                arguments=call.arguments, reason="Waiting for your approval.",
+            )
+            AgentRun.objects.filter(pk=self.run.pk).update(
+                status=Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
+            )
+            self.run.refresh_from_db()
+            tool = self.tools[call.name]
+            publish_to_user(self.run.owner_id, run_event(
+                "assistant.confirm", self.run, step=step_payload(step),
+                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
+            ))
+
+    def _record_outcome(self, step: AgentStep | None, call: ToolCall, outcome: dict[str, Any],
+                        started: float | None = None) -> None:
+        if step is None:
+            step = self._new_step(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name, call_id=call.id,
+                                  arguments=call.arguments)
+        step.state = State.FINISHED
+        step.result = outcome
+        step.took_effect = bool(outcome.get("took_effect"))
+        step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
+        if started is not None:
+            step.duration_ms = int((time.monotonic() - started) * 1000)
+        self._save_step(step)
+
+    # --- finish ------------------------------------------------------------------------------
+
+    def _succeed(self, text: str) -> None:
+        reply = text.strip() or "Done."
+        with transaction.atomic():
+            message = AgentMessage.objects.create(
+                chat_id=self.run.chat_id, owner=self.user, role=AgentMessage.Role.ASSISTANT, content=reply, run=self.run
+            )
+            run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply)
+            publish_to_user(self.run.owner_id, run_event(
+                "assistant.replied", run, message=message_payload(message), run=run_payload(run)
+            ))
+        self._record("success", "")
+        self._remember(reply)
+
+    def _stop(self, stop: StopRun) -> None:
+        run = AgentRun.objects.filter(pk=self.run.pk).first()
+        if run is None or not run.is_active:
+            return
+        run_finish(run=run, status=stop.status, stop_reason=stop.stop_reason, error=stop.message)
+        status = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}.get(stop.status, "error")
+        self._record(status, stop.message)
+
+    def _record(self, status: str, error: str) -> None:
+        tool_steps = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
+        self.run.refresh_from_db()
+        entry = {
+            "run_id": self.run.pk, "chat_id": self.run.chat_id, "status": status,
+            "duration_ms": self.run.duration_ms or 0, "tool_calls": len(tool_steps),
+            "tool_errors": sum(1 for step in tool_steps if _is_error(step.result or {})),
+            "token_usage": self.run.total_tokens, "intent": self.run.intent or None,
+            "tools_used": [step.tool_name for step in tool_steps],
+            "failed_tools": [step.tool_name for step in tool_steps if _is_error(step.result or {})],
+            "error_summary": error[:200] or None,
+        }
+        try:
+            profile_record_invocation(owner=self.user, spec_name=self.run.spec, entry=entry)
+        except Exception:  # the record is for review; it must never undo an answered turn
+            logger.exception("Could not record run %s in the registry", self.run.pk)
+
+    def _remember(self, reply: str) -> None:
+        asked = AgentMessage.objects.filter(run=self.run, role=AgentMessage.Role.USER).values_list("content", flat=True)
+        content = f"User asked: {next(iter(asked), '')}\nAssistant answered: {reply}"
+        try:
+            embedder = get_embedder(str(_setting(self.config, "EMBEDDER")))
+            memory_remember(owner=self.user, spec=self.run.spec, content=content, embedder=embedder)
+        except EmbeddingError as exc:
+            logger.warning("Run %s: not remembered (%s)", self.run.pk, exc)
+
+
+def run_turn(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None]) -> str:
+    """Claim the run and work on it until it answers, pauses or stops. Returns what happened."""
+    run = claim(run_id, holder)
+    if run is None:
+        return "not claimed"
+    with Heartbeat(run_id, holder) as heartbeat:
+        try:
+            Turn(run, heartbeat).execute()
+        except Exception as exc:
+            logger.exception("Run %s crashed", run_id)
+            current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
+            if current is not None and current.is_active:
+                run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
+                           error=f"Something went wrong inside the assistant ({type(exc).__name__}).")
+    return AgentRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "gone"

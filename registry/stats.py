@@ -1,0 +1,78 @@
+"""Pure projections over an agent profile's rolling window: the derived stats and the one-line summary."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+TREND_DEADBAND = 0.02
+
+
+@dataclass(frozen=True)
+class ProfileStats:
+    success_rate: float = 0.0
+    avg_duration_ms: float = 0.0
+    avg_tool_calls: float = 0.0
+    avg_quality: float = 0.0
+    error_rate: float = 0.0
+    trend: float = 0.0
+    sample_size: int = 0
+    top_tools: list[tuple[str, int]] = field(default_factory=list)
+    top_intents: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _success_rate(entries: list[dict[str, Any]]) -> float:
+    if not entries:
+        return 0.0
+    return sum(1 for entry in entries if entry.get("status") == "success") / len(entries)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def compute_stats(window: list[dict[str, Any]]) -> ProfileStats:
+    """Stats over the window, oldest entry first. `trend` is the second half's success rate minus the
+    first half's: positive means the assistant has been getting better for this user."""
+    if not window:
+        return ProfileStats()
+    half = len(window) // 2
+    trend = _success_rate(window[half:]) - _success_rate(window[:half]) if half else 0.0
+    tools: Counter[str] = Counter()
+    intents: Counter[str] = Counter()
+    for entry in window:
+        tools.update(entry.get("tools_used") or [])
+        if entry.get("intent"):
+            intents[entry["intent"]] += 1
+    qualities = [float(entry["quality_score"]) for entry in window if entry.get("quality_score") is not None]
+    return ProfileStats(
+        success_rate=_success_rate(window),
+        avg_duration_ms=_mean([float(entry.get("duration_ms") or 0) for entry in window]),
+        avg_tool_calls=_mean([float(entry.get("tool_calls") or 0) for entry in window]),
+        avg_quality=_mean(qualities),
+        error_rate=sum(1 for entry in window if (entry.get("tool_errors") or 0) > 0) / len(window),
+        trend=trend,
+        sample_size=len(window),
+        top_tools=tools.most_common(10),
+        top_intents=intents.most_common(5),
+    )
+
+
+def format_summary(spec_name: str, invocations: int, stats: ProfileStats) -> str:
+    """One line for the system prompt; empty when there is no history, so it is safe to concatenate."""
+    if stats.sample_size == 0:
+        return ""
+    if stats.trend > TREND_DEADBAND:
+        arrow = "↑"
+    elif stats.trend < -TREND_DEADBAND:
+        arrow = "↓"
+    else:
+        arrow = "→"
+    line = (
+        f'Agent "{spec_name}" — {invocations} prior invocations, {stats.success_rate:.0%} success rate, '
+        f"{arrow} {abs(stats.trend):.0%} trend."
+    )
+    if stats.top_tools:
+        line += " Top tools: " + ", ".join(name for name, _ in stats.top_tools[:3]) + "."
+    return line

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+import time
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET, require_POST
+
+from assistant.tools import tool
+from tests.testapp.models import Effect
+
+
+@tool(name="test_record_effect", description="Record that something happened, with a label.")
+@login_required
+@require_POST
+def record_effect(request: HttpRequest, *, label: str) -> JsonResponse:
+    Effect.objects.create(owner=request.user, label=label)
+    return JsonResponse({"recorded": label, "count": Effect.objects.filter(owner=request.user, label=label).count()})
+
+
+@tool(name="test_slow_effect", description="Record an effect, then take a while to answer.")
+@login_required
+@require_POST
+def slow_effect(request: HttpRequest, *, label: str, seconds: float) -> JsonResponse:
+    Effect.objects.create(owner=request.user, label=label)
+    time.sleep(min(seconds, 30.0))
+    return JsonResponse({"recorded": label})
+
+
+@tool(name="test_wait", description="Wait a number of seconds and answer; changes nothing.")
+@login_required
+@require_GET
+def wait(request: HttpRequest, *, seconds: float) -> JsonResponse:
+    time.sleep(min(seconds, 30.0))
+    return JsonResponse({"waited": seconds})
