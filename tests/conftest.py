@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
+
+from tests.fakes.openai_server import FakeOpenAIServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -109,13 +112,36 @@ class WorkerProcess:
 
 
 @pytest.fixture(scope="session")
-def celery_worker(django_db_setup: None, django_db_blocker: Any) -> Iterator[WorkerProcess]:
+def session_openai() -> Iterator[FakeOpenAIServer]:
+    """A fake OpenAI-compatible server that the test worker reaches as its `openai` provider."""
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_openai(session_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    """The worker's fake provider, with no queued replies or recorded requests from earlier tests, and
+    no breaker or skip mark left in Redis by them."""
+    from assistant.llm.breaker import redis_client
+
+    client = redis_client()
+    for key in client.scan_iter("assistant:*"):
+        client.delete(key)
+    session_openai.reset()
+    yield session_openai
+
+
+@pytest.fixture(scope="session")
+def celery_worker(
+    django_db_setup: None, django_db_blocker: Any, session_openai: FakeOpenAIServer
+) -> Iterator[WorkerProcess]:
     """The worker the run-loop tests share; a test may kill and restart it."""
     from config.celery import app
 
     with django_db_blocker.unblock():
         database_url = _test_database_url()
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "OPENAI_BASE_URL": session_openai.base_url, "OPENAI_API_KEY": "test-key"}
     # Leftovers from an aborted run would be delivered to this worker against a fresh database.
     app.control.purge()
     worker = WorkerProcess(env, f"test-worker-{os.getpid()}")
@@ -151,3 +177,48 @@ def _wait_for_other_sessions_to_leave(timeout: float = 10) -> None:
             if cursor.fetchone()[0] == 0:
                 return
             time.sleep(0.1)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Callable[..., str]:
+    """Writes a scripted-model file and returns its model spec, e.g. `script({"text": "hi"})`."""
+    counter = itertools.count(1)
+
+    def write(*entries: dict[str, Any]) -> str:
+        path = tmp_path / f"script-{next(counter)}.json"
+        path.write_text(json.dumps(list(entries)))
+        return f"scripted:{path}"
+
+    return write
+
+
+def wait_for_run(run_id: int, *statuses: str, timeout: float = 30) -> Any:
+    """Poll the database until the run reaches one of `statuses`; returns the run."""
+    from assistant.models import AgentRun
+
+    deadline = time.monotonic() + timeout
+    while True:
+        run = AgentRun.objects.get(pk=run_id)
+        if run.status in statuses:
+            return run
+        if time.monotonic() > deadline:
+            steps = [(s.seq, s.kind, s.state, s.tool_name, s.result) for s in run.steps.all()]
+            raise AssertionError(f"run {run_id} is {run.status} ({run.error}), not {statuses}; steps: {steps}")
+        time.sleep(0.05)
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 30, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def assistant_settings_with(**values: Any) -> Any:
+    """override_settings for some ASSISTANT keys, keeping the suite's others."""
+    from django.test import override_settings
+
+    return override_settings(ASSISTANT={**settings.ASSISTANT, **values})

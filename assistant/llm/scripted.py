@@ -4,7 +4,8 @@ The script is a list; each entry is `{"text": "..."}`, `{"tool_calls": [{"name":
 {...}}]}`, or both keys. A tool call may carry its own `"id"`; otherwise ids are `call_<entry>_<n>`.
 The position in the script belongs to the model instance: `get_model()` makes a fresh instance
 (starting at the first entry), and the run loop makes one per run, so each run replays the script
-from the start. Calling past the end raises `ScriptExhaustedError`.
+from the start; a run taken up again `seek()`s past the entries its earlier attempts used. Calling
+past the end raises `ScriptExhaustedError`.
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ class ScriptedModel:
     @property
     def remaining(self) -> int:
         return len(self._responses) - self._position
+
+    def seek(self, position: int) -> None:
+        """Continue from entry `position` (0-based): a run taken up again after a crash or a confirmation
+        has already used that many entries in its earlier attempts."""
+        with self._lock:
+            self._position = max(0, min(int(position), len(self._responses)))
 
     def call_tools(
         self,

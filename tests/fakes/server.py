@@ -20,6 +20,8 @@ class Reply:
     sse: list[tuple[str | None, Any]] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    #: Seconds between streamed events, to imitate a model that is still writing.
+    sse_interval: float = 0.0
 
 
 @dataclass
@@ -74,6 +76,12 @@ class FakeServer:
         """Answer the next requests with these replies, in order; then the default reply."""
         with self._lock:
             self._replies.extend(replies)
+
+    def reset(self) -> None:
+        """Forget recorded requests and queued replies (a server shared by several tests)."""
+        with self._lock:
+            self.requests.clear()
+            self._replies.clear()
 
     @property
     def bodies(self) -> list[Any]:
@@ -149,8 +157,13 @@ class FakeServer:
             for event, data in reply.sse:
                 chunk = f"event: {event}\n" if event else ""
                 chunk += f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
-                handler.wfile.write(chunk.encode())
-                handler.wfile.flush()
+                try:
+                    handler.wfile.write(chunk.encode())
+                    handler.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    break  # the client stopped reading (a cancelled run): that is its right
+                if reply.sse_interval:
+                    time.sleep(reply.sse_interval)
             handler.close_connection = True
             return
         payload = json.dumps(reply.json if reply.json is not None else {}).encode()

@@ -10,7 +10,7 @@ from assistant.tools import tool
 from tests.testapp.models import Effect
 
 
-@tool(name="test_record_effect", description="Record that something happened, with a label.")
+@tool(name="test_record_effect", method="POST", description="Record that something happened, with a label.")
 @login_required
 @require_POST
 def record_effect(request: HttpRequest, *, label: str) -> JsonResponse:
@@ -18,7 +18,7 @@ def record_effect(request: HttpRequest, *, label: str) -> JsonResponse:
     return JsonResponse({"recorded": label, "count": Effect.objects.filter(owner=request.user, label=label).count()})
 
 
-@tool(name="test_slow_effect", description="Record an effect, then take a while to answer.")
+@tool(name="test_slow_effect", method="POST", description="Record an effect, then take a while to answer.")
 @login_required
 @require_POST
 def slow_effect(request: HttpRequest, *, label: str, seconds: float) -> JsonResponse:
