@@ -176,7 +176,8 @@ def test_cancel_while_queued_never_starts(
 ) -> None:
     celery_worker.stop()
     try:
-        run = send(alice, "record", script({"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "q"}}]}))
+        model = script({"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "q"}}]})
+        run = send(alice, "record", model)
         run_cancel(user=alice, run_id=run.pk)
     finally:
         celery_worker.start()
