@@ -78,7 +78,7 @@ def chat_send(*, user: Any, content: str, chat_id: int | None = None, new_chat: 
         chat = current or AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC)
         chat = AgentChat.objects.select_for_update().get(pk=chat.pk)
 
-    active = chat.runs.select_for_update().filter(status__in=AgentRun.ACTIVE_STATUSES).first()
+    active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
     if active is not None:
         if active.status != AgentRun.Status.AWAITING_CONFIRMATION:
             raise Refused(

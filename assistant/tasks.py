@@ -34,7 +34,7 @@ class RunSweeper(bootsteps.StartStopStep):
     """Every few seconds, in each worker's main process: re-enqueue runs whose worker died, end runs
     stuck past their time. No separate scheduler process is needed."""
 
-    requires = {"celery.worker.components:Timer"}
+    requires = ("celery.worker.components:Timer",)
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         self.timer_ref: Any = None

@@ -51,7 +51,7 @@ def conversation_window(
     )
     if latest is not None and latest.covers_through == boundary:
         return latest.content, [_as_message(row) for row in recent], []
-    covered = latest.covers_through if latest is not None else 0
+    covered = (latest.covers_through or 0) if latest is not None else 0
     previous = latest.content if latest is not None else ""
     fresh = [row for row in older if row.pk > covered]  # only what fell out of the window since
     try:

@@ -269,11 +269,12 @@ class Turn:
     def _pending_calls(self) -> list[tuple[ToolCall, AgentStep | None]]:
         """Tool calls of the latest model call that have no finished step yet (with any step they have)."""
         last = next((s for s in reversed(self.steps) if s.kind == Kind.MODEL_CALL and s.state == State.FINISHED), None)
-        if last is None or not (last.result or {}).get("tool_calls"):
+        calls = (last.result or {}).get("tool_calls") if last is not None else None
+        if last is None or not calls:
             return []
         after = {step.call_id: step for step in self.steps if step.seq > last.seq and step.kind == Kind.TOOL_CALL}
         pending = []
-        for raw in last.result["tool_calls"]:
+        for raw in calls:
             call = ToolCall.from_dict(raw)
             existing = after.get(call.id)
             if existing is None or existing.state != State.FINISHED:
@@ -377,7 +378,8 @@ class Turn:
         if run is None or not run.is_active:
             return
         run_finish(run=run, status=stop.status, stop_reason=stop.stop_reason, error=stop.message)
-        status = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}.get(stop.status, "error")
+        outcomes: dict[str, str] = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}
+        status = outcomes.get(stop.status, "error")
         self._record(status, stop.message)
 
     def _record(self, status: str, error: str) -> None:

@@ -44,9 +44,9 @@ def sweep_runs(*, enqueue: object = None) -> dict[str, list[int]]:
             timed_out.append(run.pk)
     for run_id in timed_out:
         with transaction.atomic():
-            run = AgentRun.objects.select_for_update(skip_locked=True).filter(pk=run_id, status="running").first()
-            if run is not None:
-                run_finish(run=run, status=AgentRun.Status.TIMED_OUT, stop_reason="swept",
+            stuck = AgentRun.objects.select_for_update(skip_locked=True).filter(pk=run_id, status="running").first()
+            if stuck is not None:
+                run_finish(run=stuck, status=AgentRun.Status.TIMED_OUT, stop_reason="swept",
                            error="The assistant took too long on this request and was stopped.")
     for run_id in requeue:
         if run_id not in timed_out:

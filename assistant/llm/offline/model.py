@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
 
 from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
-from .results import describe_row, match_rows, plural, read_outcome, row_id
+from .results import MAX_ROWS_SHOWN, describe_row, match_rows, plural, read_outcome, row_id
 from .schema import Reference, ToolInfo, analyse_tools
-from .text import Name, Request, read_request
+from .text import Name, Request, action_of, read_request, stem, words
 
 MODEL_NAME = "offline-demo"
 MIN_SCORE = 2.0
@@ -42,6 +42,7 @@ class Plan:
     lookups: list[Lookup]
     missing: list[str]
     problem: str = ""
+    qualifiers: list[str] = field(default_factory=list)  # the user's words a description defined ("open")
 
 
 class OfflineModel:
@@ -108,7 +109,7 @@ class OfflineModel:
         if previous.id not in results:
             return "", []
         shown = {**plan.arguments, **{lookup.prop: lookup.name for lookup in plan.lookups}}
-        return _reply(target, shown, results[previous.id]), []
+        return _reply(target, shown, results[previous.id], plan.qualifiers), []
 
     def _respond(
         self,
@@ -157,8 +158,16 @@ def _choose_tool(request: Request, infos: list[ToolInfo]) -> ToolInfo | None:
         return None
     writes = request.actions - {"list"}
     if writes and best.action not in writes:
+        if best.is_read and "list" in request.actions and _only_values(request, best, writes):
+            return best  # "which tasks are done?": the verb-like word is a value the read filters on
         return None  # asked to change something no tool changes: say so rather than just read
     return best
+
+
+def _only_values(request: Request, read: ToolInfo, writes: frozenset[str] | set[str]) -> bool:
+    """Whether every word asking for a write is a value the read tool can filter on instead."""
+    triggers = {s for s in request.stems if action_of(s) in writes}
+    return bool(triggers) and triggers <= set(read.enum_values())
 
 
 def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo]) -> Plan:
@@ -172,9 +181,12 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo]) -> Plan:
     dates = target.date_fields()
     if request.date is not None and dates:
         arguments[dates[0]] = request.date.isoformat()
+    qualifiers = _apply_definitions(request, target, arguments)
 
     lookups: list[Lookup] = []
     for reference in target.references:
+        if target.is_read and reference.own and target.search_field:
+            continue  # a read finds its own records by name through its search; no id lookup first
         number = next((value for noun, value in request.numbers if noun == reference.noun), None)
         if number is not None:
             arguments[reference.prop] = number
@@ -185,6 +197,10 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo]) -> Plan:
         used.add(name)
         if name.text.casefold() in reference.choices:
             arguments[reference.prop] = reference.choices[name.text.casefold()]
+            continue
+        if reference.by_name:
+            # The tool looks the name up itself, within what the user may see; a lookup would only add a step.
+            arguments[reference.prop] = name.text
             continue
         reader = _reader_for(reference.noun, infos)
         if reader is None:
@@ -208,7 +224,26 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo]) -> Plan:
         arguments[target.search_field] = leftover[0].text
     looked_up = {lookup.prop for lookup in lookups}
     missing = [prop for prop in target.required if prop not in arguments and prop not in looked_up]
-    return Plan(target, arguments, lookups, missing)
+    return Plan(target, arguments, lookups, missing, qualifiers=qualifiers)
+
+
+def _apply_definitions(request: Request, target: ToolInfo, arguments: dict[str, Any]) -> list[str]:
+    """Fill arguments for words the tool's description defines ("open" tasks); returns those words.
+
+    Only words nothing else explains count: not verbs, not the tool's nouns, not argument names and
+    not values the schema already lists (those were filled from the enum above).
+    """
+    explained = set(target.nouns) | set(target.enum_values()) | {stem(p) for p in target.properties}
+    unexplained = {s for s in request.stems if s not in explained and action_of(s) is None}
+    used: list[str] = []
+    for definition in target.definitions:
+        hits = unexplained & definition.stems
+        if not hits or any(prop in arguments for prop in definition.arguments):
+            continue
+        arguments.update(definition.arguments)
+        # The user's own spelling, for the reply ("3 open tasks").
+        used += [w for w in dict.fromkeys(words(request.text)) if stem(w) in hits]
+    return used
 
 
 def _name_for(reference: Reference, request: Request, target: ToolInfo, used: set[Name]) -> Name | None:
@@ -257,7 +292,7 @@ def _resolve(lookup: Lookup, content: str) -> tuple[Any, str]:
         return None, f"I couldn't find a {lookup.noun} called “{lookup.name}”. Nothing was changed."
     ids = sorted({str(row_id(row)) for row in matches})
     if len(ids) > 1:
-        listing = "; ".join(describe_row(row) for row in matches[:5])
+        listing = "; ".join(describe_row(row, lookup.tool.labels, with_id=True) for row in matches[:5])
         return None, (
             f"More than one {lookup.noun} matches “{lookup.name}”: {listing}. "
             f"Which one? You can give its number, e.g. {lookup.noun} {ids[0]}."
@@ -277,32 +312,47 @@ def _purpose(info: ToolInfo) -> str:
     return (sentence[:1].lower() + sentence[1:]) if sentence else info.name
 
 
-def _reply(target: ToolInfo, arguments: dict[str, Any], content: str) -> str:
+def _reply(target: ToolInfo, arguments: dict[str, Any], content: str, qualifiers: Sequence[str] = ()) -> str:
     outcome = read_outcome(content)
-    detail = f" {outcome.message}" if outcome.message else ""
     noun = target.primary_noun
     if outcome.kind == "rows" or (target.is_read and outcome.kind == "done"):
         rows = outcome.rows
+        what = " ".join([*qualifiers, plural(noun, 2 if len(rows) != 1 else 1)])
         if not rows:
-            return f"No {plural(noun, 2)} matched.{detail}"
-        shown = "\n".join(f"- {describe_row(row)}" for row in rows[:10])
-        more = f"\n…and {len(rows) - 10} more." if len(rows) > 10 else ""
-        return f"Found {len(rows)} {plural(noun, len(rows))}:\n{shown}{more}"
+            return f"No {what} matched." + (f" {outcome.message}" if outcome.message else "")
+        shown = "\n".join(f"- {describe_row(row, target.labels)}" for row in rows[:MAX_ROWS_SHOWN])
+        hidden = len(rows) - MAX_ROWS_SHOWN
+        more = f"\n…and {hidden} more." if hidden > 0 else ""
+        if outcome.more:
+            more += "\nThere are more than these; narrow it down (a name in quotes, a status, a project)."
+        return f"Found {len(rows)} {what}:\n{shown}{more}"
     if outcome.kind == "done":
+        if outcome.message:
+            return f"Done: {outcome.message}"  # the app's own words about what it did
         what = ", ".join(f"{k}: {v}" for k, v in arguments.items())
-        return f"Done: {_purpose(target)}" + (f" ({what})." if what else ".") + detail
+        return f"Done: {_purpose(target)}" + (f" ({what})." if what else ".")
+    detail = f" ({outcome.explanation})" if outcome.explanation else ""
     if outcome.kind == "pending":
-        return f"This needs your confirmation before I {_purpose(target)}.{detail}"
+        return f"This needs your confirmation before I {_purpose(target)}."
     if outcome.kind == "declined":
-        return f"You declined, so nothing was changed.{detail}"
+        # Whatever the loop told the model about the refusal is an instruction to it, not news for the person.
+        return "You declined, so nothing was changed."
     if outcome.kind == "denied":
-        return f"You are not allowed to {_purpose(target)}; nothing was changed.{detail}"
+        return f"You are not allowed to {_purpose(target)}{detail}; nothing was changed."
     if outcome.kind == "not_found":
-        return f"That {noun or 'record'} was not found; nothing was changed.{detail}"
+        return f"That {noun or 'record'} was not found{detail}; nothing was changed."
+    if outcome.kind == "unknown":
+        return (
+            f"I can't tell whether that took effect: the work on it stopped before it finished. "
+            f"Check the current state before asking me to {_purpose(target)} again."
+        )
     if outcome.kind == "invalid":
-        errors = "\n".join(f"- {error}" for error in outcome.errors)
-        return f"The app did not accept that:{detail}\n{errors}".rstrip()
-    return f"That did not work:{detail or ' the tool reported an error.'}"
+        if outcome.errors:
+            errors = "\n".join(f"- {error}" for error in outcome.errors)
+            message = f" {outcome.message}" if outcome.message else ""
+            return f"The app did not accept that:{message}\n{errors}"
+        return f"The app did not accept that{detail}."
+    return f"That did not work{detail or ': the tool reported an error'}."
 
 
 def _capabilities(infos: list[ToolInfo]) -> str:

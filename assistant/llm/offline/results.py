@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,16 +17,25 @@ _NOT_FOUND = ("not_found", "not found", "notfound", "missing", "404")
 _INVALID = ("invalid", "validation", "errors")
 _PENDING = ("awaiting", "confirm", "pending")
 _FAILED = ("error", "failed", "failure")
+_UNKNOWN = ("unknown",)
 
 
 @dataclass
 class Outcome:
     """What one tool result says, in the few categories a reply distinguishes."""
 
-    kind: str  # done | rows | denied | declined | not_found | invalid | pending | failed
-    message: str = ""
+    kind: str  # done | rows | denied | declined | not_found | invalid | pending | failed | unknown
+    message: str = ""  # what the app said (its messages, details): fit to show the person
     rows: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Why nothing happened, as the executor or the loop told the model; it may be addressed to the
+    # model ("do not try it again"), so a reply uses it only when the app said nothing itself.
+    reason: str = ""
+    more: bool = False  # the rows were cut off at the read's limit
+
+    @property
+    def explanation(self) -> str:
+        return self.message or self.reason
 
 
 def parse_result(content: str) -> Any:
@@ -105,32 +114,40 @@ def read_outcome(content: str) -> Outcome:
         return Outcome(
             "rows" if find_rows(value) else "done", text if isinstance(value, str) else "", rows=find_rows(value)
         )
+    data: dict[str, Any] = value["data"] if isinstance(value.get("data"), dict) else {}
     message = " ".join(
-        s for key in ("message", "messages", "detail", "reason", "error") for s in _strings(value.get(key))
+        s
+        for source in (value, data)
+        for key in ("message", "messages", "detail", "error")
+        for s in _strings(source.get(key))
     ).strip()
+    reason = " ".join(_strings(value.get("reason"))).strip()
     status = " ".join(
         str(value.get(key, ""))
         for key in ("status", "outcome", "result", "kind", "code")
         if isinstance(value.get(key, ""), str | int)
     ).lower()
-    errors = _field_errors(value.get("errors") or value.get("field_errors") or {})
+    errors = _field_errors(value.get("errors") or value.get("field_errors") or data.get("errors") or {})
     if any(n in status for n in _DECLINED):
-        return Outcome("declined", message)
+        return Outcome("declined", message, reason=reason)
     if any(n in status for n in _DENIED):
-        return Outcome("denied", message)
+        return Outcome("denied", message, reason=reason)
     if any(n in status for n in _NOT_FOUND):
-        return Outcome("not_found", message)
+        return Outcome("not_found", message, reason=reason)
     if errors or any(n in status for n in _INVALID):
-        return Outcome("invalid", message, errors=errors)
+        return Outcome("invalid", message, errors=errors, reason=reason)
     if any(n in status for n in _PENDING):
-        return Outcome("pending", message)
+        return Outcome("pending", message, reason=reason)
+    if any(n in status for n in _UNKNOWN):
+        return Outcome("unknown", message, reason=reason)
     if value.get("ok") is False or any(n in status for n in _FAILED):
-        return Outcome("failed", message)
+        return Outcome("failed", message, reason=reason)
     rows = find_rows({k: v for k, v in value.items() if k not in ("args", "arguments")})
+    more = any(source.get(key) is True for source in (value, data) for key in ("truncated", "has_more", "more"))
     has_collection = any(isinstance(v, list) for v in _collections(value))
     if has_collection:
-        return Outcome("rows", message, rows=rows)
-    return Outcome("done", message, rows=rows)
+        return Outcome("rows", message, rows=rows, reason=reason, more=more)
+    return Outcome("done", message, rows=rows, reason=reason)
 
 
 def _collections(value: dict[str, Any]) -> Iterator[Any]:
@@ -142,20 +159,44 @@ def _collections(value: dict[str, Any]) -> Iterator[Any]:
             yield child
 
 
-def describe_row(row: dict[str, Any]) -> str:
-    """`Buy milk (open, high, 2025-06-01)`: the label, then a few short facts."""
+def describe_row(
+    row: dict[str, Any], labels: Mapping[str, Mapping[str, str]] | None = None, *, with_id: bool = False
+) -> str:
+    """`Buy milk — status: To do, priority: High, project: Home`: the row's label, then its short facts.
+
+    Facts are named by their field; a stored value is shown by its label when a schema gave one, and a
+    related record by its name rather than its id when the row has both (`project` and `project__name`).
+    """
+    labels = labels or {}
     label_key = next((k for k in LABEL_KEYS if isinstance(row.get(k), str) and row[k]), None)
     label = row[label_key] if label_key else f"#{row_id(row)}"
-    facts = [
-        str(v)
-        for k, v in row.items()
-        if k not in (label_key, "id", "pk", "description", "url")
-        and isinstance(v, str | int | float)
-        and not isinstance(v, bool)
-        and v != ""
-        and len(str(v)) <= 40
-    ][:3]
-    return f"{label} ({', '.join(facts)})" if facts else str(label)
+    if with_id and label_key:
+        label = f"{label} (#{row_id(row)})"
+    facts: list[str] = []
+    named: set[str] = set()
+    for key, value in row.items():
+        if key in (label_key, "id", "pk", "description", "url") or value is None or value is False or value == "":
+            continue
+        if isinstance(value, dict | list) or len(str(value)) > 40:
+            continue
+        field_name = key.split("__", 1)[0]
+        if any(other.startswith(key + "__") and row[other] not in (None, "") for other in row):
+            continue  # `project: 7` next to `project__name: Home`: the name says it better
+        if field_name in named:
+            continue
+        named.add(field_name)
+        shown = field_name.replace("_", " ")
+        if value is True:
+            facts.append(shown)
+            continue
+        label_of_value = labels.get(field_name.lower(), {}).get(str(value))
+        facts.append(f"{shown}: {_in_sentence(label_of_value) if label_of_value else value}")
+    return f"{label} — {', '.join(facts[:5])}" if facts else str(label)
+
+
+def _in_sentence(label: str) -> str:
+    """"In progress" -> "in progress" to sit inside a sentence; acronyms ("EU") stay as they are."""
+    return label if label[:2].isupper() else label[:1].lower() + label[1:]
 
 
 def plural(noun: str | None, count: int) -> str:

@@ -3,16 +3,24 @@ name, description and JSON Schema alone."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..types import ToolSpec
-from .text import action_of, stem, stems, words
+from .text import action_of, quoted_parts, stem, stems, without_quotes, words
 
 # Names a form gives its main free-text field, best first.
 TEXT_FIELD_NAMES = ("title", "name", "subject", "summary", "label", "text", "content", "body", "message")
 SEARCH_FIELD_NAMES = ("search", "q", "query", "term", "keyword", "keywords", "text")
+
+_SENTENCE_END = re.compile(r"(?<=[.;!?])\s+")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# "todo = To do", "3 = high": how schemas and descriptions usually spell out what a stored value means.
+_LABELLED = re.compile(r"(?<![\w-])(-?[\w.-]+)\s*=\s*([^,;.()=]+?)\s*(?=[,;.()]|$)")
+# Words that tie a defined term to its definition ("Open tasks are those whose ..."), not part of the term.
+_DEFINITION_GLUE = frozenset(stems("those whose which where mean means ones one called count counts as like"))
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,19 @@ class Reference:
     noun: str
     own: bool  # the record the tool acts on (e.g. the `pk` of a delete), not a related one
     choices: Mapping[str, Any] = field(default_factory=dict)  # label (casefolded) -> value, if listed
+    by_name: bool = False  # the schema also takes the record's name here, so no lookup is needed
+
+
+@dataclass(frozen=True)
+class Definition:
+    """A word the tool's description defines in terms of argument values.
+
+    'Open tasks are those whose status is "todo" or "doing" (filter with status__in)' defines
+    `open` as `{"status__in": ["todo", "doing"]}`.
+    """
+
+    stems: frozenset[str]
+    arguments: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -38,6 +59,9 @@ class ToolInfo:
     references: tuple[Reference, ...]
     text_field: str | None
     search_field: str | None
+    definitions: tuple[Definition, ...] = ()
+    # field -> {stored value (as text) -> label}, from this tool's schema first, then the other tools'.
+    labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def is_read(self) -> bool:
@@ -48,12 +72,22 @@ class ToolInfo:
         return self.nouns[-1] if self.nouns else None
 
     def enum_values(self) -> dict[str, tuple[str, Any]]:
-        """stemmed enum value -> (property, value), for values a user may write as a word."""
+        """stemmed enum value or one-word label -> (property, value), for values a user may write as a word."""
         found: dict[str, tuple[str, Any]] = {}
         for prop, schema in self.properties.items():
-            for value in schema.get("enum") or ():
-                if isinstance(value, str) and value and not value.startswith("-"):
+            values = schema.get("enum") or ()
+            if any(isinstance(value, str) and value.startswith("-") for value in values):
+                continue  # a sort order ("priority", "-priority"): naming a field is not asking to sort by it
+            for value in values:
+                if isinstance(value, str) and value:
                     found.setdefault(stem(value), (prop, value))
+        # Labels after the values themselves, so a value always wins over another value's label.
+        for prop, schema in self.properties.items():
+            labels = self.labels.get(_base(prop), {})
+            for value in schema.get("enum") or ():
+                label = labels.get(str(value), "")
+                if label and len(words(label)) == 1 and not isinstance(value, bool):
+                    found.setdefault(stem(label), (prop, value))
         return found
 
     def date_fields(self) -> list[str]:
@@ -65,6 +99,91 @@ def _first_action(text: str) -> str | None:
         if action := action_of(stem(word)):
             return action
     return None
+
+
+def types_of(schema: Mapping[str, Any]) -> set[str]:
+    """The JSON types a property accepts, without "null" (`["integer", "string", "null"]` and the like)."""
+    kind = schema.get("type")
+    if kind is None:
+        return set()
+    kinds = {kind} if isinstance(kind, str) else {k for k in kind if isinstance(k, str)}
+    return kinds - {"null"}
+
+
+def _base(prop: str) -> str:
+    """The field a filter argument is about: `status__in` -> `status`, `project__name` -> `project`."""
+    return prop.split("__", 1)[0].lower()
+
+
+def _allowed(schema: Mapping[str, Any]) -> list[Any]:
+    """The values a property (or each item of an array property) may take, when it lists them."""
+    items = schema.get("items")
+    if "array" in types_of(schema) and isinstance(items, Mapping):
+        return list(items.get("enum") or ())
+    return list(schema.get("enum") or ())
+
+
+def _sentences(text: str) -> list[str]:
+    return [part for part in _SENTENCE_END.split(text) if part.strip()]
+
+
+def _mentioned(sentence: str, properties: Mapping[str, Any]) -> list[str]:
+    """Properties a sentence names (`status__in`, or `Priority` for `priority`), in order."""
+    by_lower = {prop.lower(): prop for prop in properties}
+    found = [by_lower[word.lower()] for word in _IDENTIFIER.findall(sentence) if word.lower() in by_lower]
+    return list(dict.fromkeys(found))
+
+
+def _labels_of(tool: ToolSpec) -> dict[str, dict[str, str]]:
+    """field -> {value -> label} from a tool's property descriptions and its own description."""
+    properties: Mapping[str, Mapping[str, Any]] = (tool.parameters or {}).get("properties") or {}
+    found: dict[str, dict[str, str]] = {}
+
+    def take(props: Sequence[str], text: str) -> None:
+        for raw_value, label in _LABELLED.findall(text):
+            for prop in props:
+                if raw_value in {str(v) for v in _allowed(properties[prop])}:
+                    found.setdefault(_base(prop), {}).setdefault(raw_value, label.strip())
+
+    for prop, schema in properties.items():
+        take([prop], str(schema.get("description", "")))
+    for sentence in _sentences(tool.description):
+        take(_mentioned(sentence, properties), sentence)
+    return found
+
+
+def _definitions(
+    description: str, properties: Mapping[str, Mapping[str, Any]], nouns: Sequence[str]
+) -> list[Definition]:
+    """Words a description defines with quoted argument values (see `Definition`)."""
+    found = []
+    for sentence in _sentences(description):
+        quoted = quoted_parts(sentence)
+        mentioned = _mentioned(sentence, properties)
+        if not quoted or not mentioned:
+            continue
+        fitting = [p for p in mentioned if set(quoted) <= {str(v) for v in _allowed(properties[p])}]
+        if not fitting:
+            continue
+        # Several values need a property that takes a list (`status__in`); one value the plain one.
+        wants_list = len(quoted) > 1
+        prop = next((p for p in fitting if ("array" in types_of(properties[p])) == wants_list), None)
+        if prop is None:
+            continue
+        by_text = {str(v): v for v in _allowed(properties[prop])}
+        values = [by_text[q] for q in quoted]
+        # The term is what the sentence says before it names a property or a value: "Open tasks are".
+        plain = without_quotes(sentence)  # same length, quotes blanked
+        first_quote = next((i for i, (a, b) in enumerate(zip(sentence, plain, strict=True)) if a != b), len(plain))
+        named = {p.lower() for p in mentioned}
+        first_prop = next((m.start() for m in _IDENTIFIER.finditer(plain) if m.group(0).lower() in named), len(plain))
+        cut = min(first_quote, first_prop)
+        term = {
+            s for s in stems(plain[:cut]) if s not in _DEFINITION_GLUE and s not in nouns and not action_of(s)
+        }
+        if term:
+            found.append(Definition(frozenset(term), {prop: values if wants_list else values[0]}))
+    return found
 
 
 def analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
@@ -81,10 +200,25 @@ def analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
         if _tool_action(tool, stems_) == "list"
         for noun in nouns
     }
+    # The same field usually means the same thing across one app's tools: a read tool's `status` filter
+    # can borrow the labels the update tool's form gives the values.
+    every_label: dict[str, dict[str, str]] = {}
+    own_labels = [_labels_of(tool) for tool in tools]
+    for labels in own_labels:
+        for prop, values in labels.items():
+            for value, label in values.items():
+                every_label.setdefault(prop, {}).setdefault(value, label)
     return [
-        _analyse(tool, stems_, nouns, read_nouns)
-        for tool, stems_, nouns in zip(tools, name_stems, raw_nouns, strict=True)
+        _analyse(tool, stems_, nouns, read_nouns, _merge(own, every_label))
+        for tool, stems_, nouns, own in zip(tools, name_stems, raw_nouns, own_labels, strict=True)
     ]
+
+
+def _merge(first: Mapping[str, Mapping[str, str]], rest: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    merged = {prop: dict(values) for prop, values in rest.items()}
+    for prop, values in first.items():
+        merged.setdefault(prop, {}).update(values)
+    return merged
 
 
 def _tool_action(tool: ToolSpec, name_stems: list[str]) -> str | None:
@@ -94,7 +228,13 @@ def _tool_action(tool: ToolSpec, name_stems: list[str]) -> str | None:
     return _first_action(tool.description)
 
 
-def _analyse(tool: ToolSpec, name_stems: list[str], nouns: tuple[str, ...], read_nouns: set[str]) -> ToolInfo:
+def _analyse(
+    tool: ToolSpec,
+    name_stems: list[str],
+    nouns: tuple[str, ...],
+    read_nouns: set[str],
+    labels: Mapping[str, Mapping[str, str]],
+) -> ToolInfo:
     parameters = tool.parameters or {}
     properties: dict[str, Mapping[str, Any]] = dict(parameters.get("properties") or {})
     required = tuple(parameters.get("required") or ())
@@ -104,14 +244,21 @@ def _analyse(tool: ToolSpec, name_stems: list[str], nouns: tuple[str, ...], read
     for prop, schema in properties.items():
         noun = _reference_noun(prop, schema, primary, read_nouns)
         if noun is not None:
+            by_name = "string" in types_of(schema) and "name" in words(str(schema.get("description", "")))
             references.append(
-                Reference(prop, noun, own=(noun == primary and action != "create"), choices=_choices(schema))
+                Reference(
+                    prop,
+                    noun,
+                    own=(noun == primary and action != "create"),
+                    choices=_choices(schema),
+                    by_name=by_name,
+                )
             )
     referenced = {r.prop for r in references}
     text_candidates = [
         p
         for p, s in properties.items()
-        if s.get("type", "string") == "string" and not s.get("enum") and not s.get("format") and p not in referenced
+        if types_of(s) <= {"string"} and not s.get("enum") and not s.get("format") and p not in referenced
     ]
     text_field = next((p for n in TEXT_FIELD_NAMES for p in text_candidates if p.lower() == n), None)
     if text_field is None:
@@ -131,26 +278,33 @@ def _analyse(tool: ToolSpec, name_stems: list[str], nouns: tuple[str, ...], read
         references=tuple(references),
         text_field=text_field,
         search_field=search_field,
+        definitions=tuple(_definitions(tool.description, properties, nouns)),
+        labels=labels,
     )
 
 
 def _reference_noun(prop: str, schema: Mapping[str, Any], primary: str | None, read_nouns: set[str]) -> str | None:
     """Which kind of record this argument identifies, or None when it is not an id."""
     lowered = prop.lower()
-    kind = schema.get("type")
-    if kind not in ("integer", "string", None) or schema.get("enum") or schema.get("format"):
+    kinds = types_of(schema)
+    if kinds - {"integer", "string"} or schema.get("enum") or schema.get("format"):
         return None
+    if "__" in lowered:
+        return None  # `id__gte`, `project__in`: a filter's lookup compares or spans, it holds no one record
+    description_words = words(str(schema.get("description", "")))
     if lowered in ("id", "pk", "object_id"):
-        return primary
+        # "Id of the task to comment on.": the description says whose id, which need not be the tool's noun.
+        named = next((stem(w) for w in description_words if stem(w) in read_nouns), None)
+        return named or primary
     for suffix in ("_id", "_pk"):
         if lowered.endswith(suffix) and len(lowered) > len(suffix):
             return stem(lowered[: -len(suffix)])
     if prop.endswith("Id") and len(prop) > 2:  # camelCase: taskId
         return stem(prop[:-2])
-    description = set(words(str(schema.get("description", ""))))
-    if kind == "integer" and stem(lowered) in read_nouns:
+    description = set(description_words)
+    if "integer" in kinds and stem(lowered) in read_nouns:
         return stem(lowered)
-    if kind == "integer" and ("id" in description or {"primary", "key"} <= description):
+    if "integer" in kinds and ("id" in description or {"primary", "key"} <= description):
         return stem(lowered)
     if _choices(schema):
         return stem(lowered)

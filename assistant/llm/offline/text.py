@@ -189,6 +189,16 @@ def _word_before(text: str, index: int) -> tuple[str | None, str | None]:
     return stem(last), None
 
 
+def quoted_parts(text: str) -> list[str]:
+    """The quoted strings in `text`, in order ("'Buy milk'", "“Home”", ...)."""
+    return [next(group for group in match.groups() if group is not None).strip() for match in _QUOTED.finditer(text)]
+
+
+def without_quotes(text: str) -> str:
+    """`text` with its quoted parts blanked out (same length, so positions still line up)."""
+    return _QUOTED.sub(lambda m: " " * len(m.group(0)), text)
+
+
 def _names(text: str) -> tuple[list[Name], str]:
     names: list[Name] = []
     for match in _QUOTED.finditer(text):
@@ -197,7 +207,7 @@ def _names(text: str) -> tuple[list[Name], str]:
             noun, preposition = _word_before(text, match.start())
             names.append(Name(value, True, noun, preposition, match.start()))
     # Blank the quoted parts out so their words are not matched again as capitalised names or words.
-    unquoted = _QUOTED.sub(lambda m: " " * len(m.group(0)), text)
+    unquoted = without_quotes(text)
     for match in _CAPITALISED.finditer(unquoted):
         value = match.group(0)
         first_word = not _WORD.findall(unquoted[: match.start()])
