@@ -59,7 +59,9 @@ class Board:
         raise AssertionError(f"unexpected tool {call.name}")
 
 
-def converse(text: str, board: Board, *, stop_before: set[str] = frozenset()) -> tuple[list[ToolCall], ModelResponse]:
+def converse(
+    text: str, board: Board, *, stop_before: frozenset[str] | set[str] = frozenset()
+) -> tuple[list[ToolCall], ModelResponse]:
     """Run the model like the loop does until it replies (or asks for a tool in `stop_before`)."""
     model = get_model("offline")
     messages = [Message.system("You act as the signed-in user."), Message.user(text)]
@@ -86,6 +88,14 @@ def test_open_tasks_are_listed() -> None:
     assert reply.is_demo
 
 
+def test_a_question_about_done_tasks_is_a_read() -> None:
+    """"done" is also a verb for completing; in a question it is the status value the read filters on."""
+    calls, reply = converse("which tasks are done?", Board())
+    assert [(c.name, c.arguments) for c in calls] == [("tracker_task_list", {"status": "done"})]
+    assert "Write report" in reply.text
+    assert "Water plants" not in reply.text
+
+
 def test_create_looks_up_the_project_then_creates_the_task() -> None:
     board = Board()
     calls, reply = converse("create a task 'Buy milk' in Home", board)
@@ -94,8 +104,8 @@ def test_create_looks_up_the_project_then_creates_the_task() -> None:
         ("tracker_task_create", {"title": "Buy milk", "project": 7}),
     ]
     assert {"title": "Buy milk", "project": "Home"}.items() <= board.tasks[-1].items()
-    assert reply.text.startswith("Done: create a task")
-    assert "Task created." in reply.text
+    # The app's own message is the confirmation.
+    assert reply.text == "Done: Task created."
 
 
 def test_mark_done_finds_the_task_by_its_quoted_title() -> None:
@@ -208,3 +218,175 @@ def test_text_streams_and_complete_summarises() -> None:
     summary = get_model("offline").complete([Message.user("create a task 'Buy milk'"), Message.assistant("Done.")])
     assert "create a task 'Buy milk'" in summary.text
     assert summary.model == "offline-demo"
+
+
+DEAL_TOOLS = [
+    Tool(
+        "crm_deal_list",
+        'List your deals. Active deals are those whose stage is "lead" or "proposal" (filter with stage__in); '
+        'stalled deals have stage "proposal". Find a deal by name with search.',
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [],
+            "properties": {
+                "stage": {"type": "string", "enum": ["lead", "proposal", "won"], "description": "Stage."},
+                "stage__in": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": ["lead", "proposal", "won"]},
+                    "description": "Any of these stages.",
+                },
+                "size": {"type": "integer", "enum": [1, 2, 3], "description": "Size."},
+                "search": {"type": "string", "description": "Text in the name."},
+            },
+        },
+    ),
+    Tool(
+        "crm_deal_update",
+        "Change a deal's stage or size.",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["deal_id"],
+            "properties": {
+                "deal_id": {"type": "integer", "description": "The deal."},
+                "stage": {
+                    "type": "string",
+                    "enum": ["lead", "proposal", "won"],
+                    "description": "Stage. One of: lead = New lead, proposal = Proposal sent, won = Won.",
+                },
+                "size": {"type": "integer", "enum": [1, 2, 3], "description": "Size: 1 = Small, 2 = Medium, 3 = Big."},
+            },
+        },
+    ),
+    Tool(
+        "crm_note_add",
+        "Add a note to a deal.",
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["deal", "body"],
+            "properties": {
+                "deal": {"type": ["integer", "string"], "description": "The deal: its id, or its exact name."},
+                "body": {"type": "string", "description": "Note text."},
+            },
+        },
+    ),
+]
+
+
+def _first_call(text: str, tools: list[Tool]) -> tuple[str, dict[str, Any]]:
+    [call] = get_model("offline").call_tools([Message.user(text)], tools).tool_calls
+    return call.name, call.arguments
+
+
+def test_words_a_description_defines_become_filters() -> None:
+    """"Active" is no stage; the description says which stages it means, and which argument takes them."""
+    assert _first_call("show my active deals", DEAL_TOOLS) == ("crm_deal_list", {"stage__in": ["lead", "proposal"]})
+    assert _first_call("which deals are stalled?", DEAL_TOOLS) == ("crm_deal_list", {"stage": "proposal"})
+    # A value the schema lists, or a label another tool gives one, is used as it is.
+    assert _first_call("list the won deals", DEAL_TOOLS) == ("crm_deal_list", {"stage": "won"})
+    assert _first_call("list the big deals", DEAL_TOOLS) == ("crm_deal_list", {"size": 3})
+
+
+def test_rows_are_described_by_field_names_and_value_labels() -> None:
+    model = get_model("offline")
+    call = ToolCall("c1", "crm_deal_list", {"stage__in": ["lead", "proposal"]})
+    rows = [
+        {"id": 1, "name": "Acme", "stage": "lead", "size": 3, "owner": 4, "owner__username": "ada", "vip": True},
+        {"id": 2, "name": "Globex", "stage": "proposal", "size": 1, "owner": None, "vip": False},
+    ]
+    messages = [
+        Message.user("show my active deals"),
+        Message.assistant("", [call]),
+        Message.tool("c1", json.dumps({"status": "data", "data": {"results": rows, "truncated": True}})),
+    ]
+    reply = model.call_tools(messages, DEAL_TOOLS).text
+    assert reply.splitlines()[:3] == [
+        "Found 2 active deals:",
+        "- Acme — stage: new lead, size: big, owner: ada, vip",
+        "- Globex — stage: proposal sent, size: small",
+    ]
+    assert "There are more" in reply
+
+
+def test_a_reference_that_takes_a_name_is_filled_without_a_lookup() -> None:
+    assert _first_call("add a note 'Call on Monday' to Acme", DEAL_TOOLS) == (
+        "crm_note_add", {"deal": "Acme", "body": "Call on Monday"},
+    )
+
+
+def _reply_to(text: str, call: ToolCall, result: dict[str, Any]) -> str:
+    messages = [Message.user(text), Message.assistant("", [call]), Message.tool(call.id, json.dumps(result))]
+    return get_model("offline").call_tools(messages, DEAL_TOOLS).text
+
+
+def test_what_the_loop_tells_the_model_is_not_repeated_to_the_person() -> None:
+    call = ToolCall("c1", "crm_note_add", {"deal": "Acme", "body": "Hi"})
+    declined = {
+        "status": "declined", "took_effect": False,
+        "reason": "The user declined this action. Do not try it again; ask what they want instead.",
+    }
+    assert _reply_to("add a note 'Hi' to Acme", call, declined) == "You declined, so nothing was changed."
+
+
+def test_an_unknown_outcome_is_not_reported_as_done() -> None:
+    call = ToolCall("c1", "crm_note_add", {"deal": "Acme", "body": "Hi"})
+    unknown = {"status": "unknown", "took_effect": None, "reason": "The worker stopped before it finished."}
+    reply = _reply_to("add a note 'Hi' to Acme", call, unknown)
+    assert not reply.startswith("Done")
+    assert "can't tell whether that took effect" in reply
+
+
+def test_the_apps_message_confirms_a_write() -> None:
+    call = ToolCall("c1", "crm_note_add", {"deal": "Acme", "body": "Hi"})
+    done = {"status": "done", "took_effect": True, "data": {"redirect": "/deals/1/",
+                                                           "messages": [{"level": "success", "text": "Note added."}]}}
+    assert _reply_to("add a note 'Hi' to Acme", call, done) == "Done: Note added."
+
+
+def test_whose_id_an_argument_holds_comes_from_its_description() -> None:
+    """`pk` of a comment tool is the deal's id ("Id of the deal to comment on"); `id__gte` is a filter, no id."""
+    tools = [
+        Tool(
+            "crm_deal_list",
+            "List your deals; find one by name with search.",
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": [],
+                "properties": {
+                    "id__gte": {"type": "integer", "description": "Only rows whose id is at least this."},
+                    "search": {"type": "string", "description": "Text in the name."},
+                    "ordering": {"type": "string", "enum": ["name", "-name"], "description": "Sort order."},
+                },
+            },
+        ),
+        Tool(
+            "crm_comment_create",
+            "Comment on a deal.",
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["pk", "body"],
+                "properties": {
+                    "pk": {"type": "integer", "description": "Id of the deal to comment on."},
+                    "body": {"type": "string", "description": "Comment."},
+                },
+            },
+        ),
+    ]
+    model = get_model("offline")
+    messages = [Message.user("add a comment 'Call back' to 'Acme'")]
+    first = model.call_tools(messages, tools)
+    assert [(c.name, c.arguments) for c in first.tool_calls] == [("crm_deal_list", {"search": "Acme"})]
+    messages += [
+        first.to_message(),
+        Message.tool(first.tool_calls[0].id, json.dumps({"results": [{"id": 9, "name": "Acme"}]})),
+    ]
+    second = model.call_tools(messages, tools)
+    assert [(c.name, c.arguments) for c in second.tool_calls] == [
+        ("crm_comment_create", {"pk": 9, "body": "Call back"}),
+    ]
+    # Naming a field the list can be sorted by is not asking for that order.
+    assert _first_call("list deals by name", tools) == ("crm_deal_list", {})
