@@ -142,9 +142,10 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         state["request_id"] = content.get("request_id")
         await self.send_json(state)
 
-    async def assistant_event(self, message: dict[str, Any]) -> None:
-        """An event for this person from a worker or another socket, relayed as it is."""
-        await self.send_json(message["event"])
+    async def assistant_events(self, message: dict[str, Any]) -> None:
+        """Events for this person from a worker or another socket, relayed one by one, in order."""
+        for event in message["events"]:
+            await self.send_json(event)
 
     async def send_error(self, code: str, message: str, request_id: Any = None) -> None:
         await self.send_json({"type": "assistant.error", "code": code, "message": message, "request_id": request_id})

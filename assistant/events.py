@@ -2,8 +2,9 @@
 
 Events are published from one long-lived asyncio loop per process (a daemon thread), fed through a
 queue so they leave in the order they were published. A fresh event loop per `group_send` would cost
-several milliseconds each — too much for a stream of token deltas. Consecutive token deltas of the same
-run that pile up while the layer is busy are merged into one event.
+several milliseconds each — too much for a stream of token deltas. Events for the same person that
+pile up while the layer is busy leave together in one `group_send` (a batch the consumer unpacks in
+order), and consecutive token deltas of the same run in such a batch are merged into one event.
 """
 
 from __future__ import annotations
@@ -57,32 +58,27 @@ class Publisher:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
-            group, event = item
-            if event.get("type") == "assistant.token":
-                event = self._merge_tokens(queue, event)
+            group, events = item[0], self._batch(queue, item[0], [item[1]])
             try:
-                await layer.group_send(group, {"type": "assistant.event", "event": event})
+                await layer.group_send(group, {"type": "assistant.events", "events": events})
             except Exception:  # the database holds the truth; a lost event is refetched by the client
-                logger.exception("Could not publish %s to %s", event.get("type"), group)
+                logger.exception("Could not publish %s to %s", [event.get("type") for event in events], group)
 
     @staticmethod
-    def _merge_tokens(
-        queue: asyncio.Queue[tuple[str, dict[str, Any]] | threading.Event], event: dict[str, Any]
-    ) -> dict[str, Any]:
-        deltas = [event["delta"]]
-        # Only look at what is already waiting; never reorder around other events.
-        while not queue.empty():
-            following = queue._queue[0]  # type: ignore[attr-defined]
-            if (
-                isinstance(following, tuple)
-                and following[1].get("type") == "assistant.token"
-                and following[1].get("run_id") == event.get("run_id")
-            ):
-                queue.get_nowait()
-                deltas.append(following[1]["delta"])
+    def _batch(
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | threading.Event], group: str, events: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Take what is already waiting for the same group, in order, merging adjacent token deltas."""
+        waiting = queue._queue  # type: ignore[attr-defined]
+        while waiting and isinstance(waiting[0], tuple) and waiting[0][0] == group:
+            event = queue.get_nowait()[1]  # type: ignore[index]
+            last = events[-1]
+            if (event.get("type") == last.get("type") == "assistant.token"
+                    and event.get("run_id") == last.get("run_id")):
+                events[-1] = {**last, "delta": last["delta"] + event["delta"]}
             else:
-                break
-        return {**event, "delta": "".join(deltas)} if len(deltas) > 1 else event
+                events.append(event)
+        return events
 
     def publish(self, group: str, event: dict[str, Any]) -> None:
         loop = self._ensure_started()

@@ -110,6 +110,21 @@ class WorkerProcess:
         self.stop()
         self.start()
 
+    def wait_idle(self, timeout: float = 30) -> None:
+        """Until the worker runs no task: a test's database is emptied after it, and a run still
+        writing then would deadlock the emptying or leave rows for the next test."""
+        from config.celery import app
+
+        if self.process is None or self.process.poll() is not None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            replies = app.control.inspect(timeout=1.0).active() or {}
+            if not any(tasks for name, tasks in replies.items() if name.startswith(f"{self.name}@")):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"the test worker was still busy after {timeout:.0f}s")
+
 
 @pytest.fixture(scope="session")
 def session_openai() -> Iterator[FakeOpenAIServer]:
@@ -131,11 +146,18 @@ def fake_openai(session_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
     yield session_openai
 
 
+@pytest.fixture
+def celery_worker(session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
+    """The real worker, left idle when the test ends; a test may kill and restart it."""
+    yield session_worker
+    session_worker.wait_idle()
+
+
 @pytest.fixture(scope="session")
-def celery_worker(
+def session_worker(
     django_db_setup: None, django_db_blocker: Any, session_openai: FakeOpenAIServer
 ) -> Iterator[WorkerProcess]:
-    """The worker the run-loop tests share; a test may kill and restart it."""
+    """The worker the run-loop tests share, started once."""
     from config.celery import app
 
     with django_db_blocker.unblock():

@@ -37,9 +37,10 @@ class ProjectListView(LoginRequiredMixin, ListView):
 
     def get_queryset(self) -> QuerySet[Project]:
         archived = self.request.GET.get("archived") == "1"
+        # An aggregate drops Meta.ordering, so the order is stated: by name, as people look for them.
         return _visible_projects(self.request).filter(archived=archived).select_related("owner").annotate(
             open_tasks=Count("tasks", filter=~Q(tasks__status=Task.Status.DONE)),
-        )
+        ).order_by("name", "pk")
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         return super().get_context_data(showing_archived=self.request.GET.get("archived") == "1", **kwargs)

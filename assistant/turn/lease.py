@@ -55,11 +55,14 @@ def lease_release(run_id: int, holder: str) -> None:
 
 
 class Heartbeat:
-    """Renews the lease every third of its length until stopped; `lost` is set if another holder took it."""
+    """Renews the lease every third of its length until stopped. `lost` is set if another holder took
+    the run; `cancelled` once the database says the user stopped it (the loop also watches the faster
+    Redis flag, so this is the backstop when that flag was lost)."""
 
     def __init__(self, run_id: int, holder: str) -> None:
         self.run_id, self.holder = run_id, holder
         self.lost = threading.Event()
+        self.cancelled = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)
 
@@ -80,6 +83,8 @@ class Heartbeat:
                 if not renewed:
                     self.lost.set()
                     return
+                if AgentRun.objects.filter(pk=self.run_id, cancel_requested=True).exists():
+                    self.cancelled.set()
         except Exception:
             # A heartbeat that cannot reach the database lets the lease lapse; the run's own next
             # write will fail the same way, so nothing is done twice.

@@ -118,13 +118,11 @@ class Turn:
     # --- checks ------------------------------------------------------------------------------
 
     def _boundary(self) -> None:
-        """Between steps: has the user stopped the run, has another worker taken it, is time up?"""
+        """Between steps: has another worker taken the run, has the user stopped it, is time up?
+        Answered from the heartbeat's flags and one Redis lookup, not a database query per step."""
         if self.heartbeat.lost.is_set():
             raise LeaseLost()
-        state = AgentRun.objects.filter(pk=self.run.pk).values("cancel_requested", "lease_owner").first()
-        if state is None or state["lease_owner"] != self.heartbeat.holder:
-            raise LeaseLost()
-        if state["cancel_requested"]:
+        if self.heartbeat.cancelled.is_set() or signals.cancel_requested(self.run.pk):
             raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
         self._check_wall_time()
 

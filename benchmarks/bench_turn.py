@@ -1,0 +1,157 @@
+"""A whole turn's overhead: from `chat_send` to the `assistant.replied` event, with an instantly answering
+scripted model and three tool calls, against the bare cost of the same three tool calls in one process.
+
+The turn runs in a real Celery worker on the real broker, database and channel layer, in a throwaway
+database. Target: the assistant's own overhead (turn median minus the three calls' median) ≤ 50 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+RUNS = 40
+WARMUP = 5
+TARGET_OVERHEAD_MS = 50.0
+PAUSE_BETWEEN_TURNS_SECONDS = 0.3
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def _start_worker() -> subprocess.Popen[bytes]:
+    import redis
+
+    from config.celery import app
+
+    # This benchmark has its own Redis database: clear groups and queues left by an interrupted run.
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    url = urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"]))
+    env = {**os.environ, "DATABASE_URL": url}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING", "--concurrency", "2",
+         "--hostname", f"bench-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
+        cwd=PROJECT_DIR, env=env, start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if any(name.startswith(f"bench-{os.getpid()}@") for r in app.control.ping(timeout=0.5) for name in r):
+            return worker
+    worker.kill()
+    raise RuntimeError("the benchmark's worker did not start")
+
+
+async def _time_turns(user: Any, script: str) -> list[float]:
+    from channels.db import database_sync_to_async
+    from channels.layers import get_channel_layer
+    from django.test import override_settings
+
+    from assistant.events import user_group
+    from assistant.models import AgentRun
+    from assistant.services import chat_send
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(user_group(user.pk), channel)
+
+    def send() -> int:
+        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": script, "RUNS_PER_MINUTE": 10_000}):
+            run = chat_send(user=user, content="benchmark turn", new_chat=True).run
+        return run.pk
+
+    timings = []
+    phases: dict[str, list[float]] = {"send → worker claims": [], "claim → run finished": [],
+                                      "finished → replied received": []}
+    for number in range(WARMUP + RUNS):
+        started = time.perf_counter()
+        run_id = await database_sync_to_async(send)()
+        event: dict[str, Any] = {}
+        done = {"assistant.replied", "assistant.reply_failed"}
+        while event.get("run_id") != run_id or event.get("type") not in done:
+            message = await asyncio.wait_for(layer.receive(channel), timeout=30)
+            event = message["events"][-1]
+        if event["type"] != "assistant.replied":
+            raise RuntimeError(f"run {run_id} failed: {event.get('error')}")
+        received = timezone.now()
+        if number >= WARMUP:
+            timings.append((time.perf_counter() - started) * 1000)
+            run = await database_sync_to_async(AgentRun.objects.get)(pk=run_id)
+            phases["send → worker claims"].append((run.started_at - run.created_at).total_seconds() * 1000)
+            phases["claim → run finished"].append((run.finished_at - run.started_at).total_seconds() * 1000)
+            phases["finished → replied received"].append((received - run.finished_at).total_seconds() * 1000)
+        # A person reads the reply before writing again; the worker's after-reply work (memory, registry)
+        # would otherwise compete for the two cores with the next turn.
+        await asyncio.sleep(PAUSE_BETWEEN_TURNS_SECONDS)
+    for phase, values in phases.items():
+        print(f"  {phase:<28} p50 {statistics.median(values):6.1f} ms")
+    return timings
+
+
+def _time_bare_calls(user: Any, calls: list[dict[str, Any]]) -> list[float]:
+    from assistant.tools import execute_tool
+
+    timings = []
+    for number in range(WARMUP + RUNS):
+        started = time.perf_counter()
+        for call in calls:
+            outcome = execute_tool(user, call["name"], call["arguments"])
+            assert outcome.status in {"done", "data"}, outcome
+        if number >= WARMUP:
+            timings.append((time.perf_counter() - started) * 1000)
+    return timings
+
+
+def main() -> None:
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "bench_turn"
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0  # helper threads must not keep the database open
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    worker = None
+    try:
+        from django.contrib.auth import get_user_model
+
+        from tracker.models import Project
+
+        user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
+        home = Project.objects.create(owner=user, name="Home")
+        calls = [
+            {"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Benchmark task"}},
+            {"name": "tracker_task_list", "arguments": {"search": "Benchmark"}},
+            {"name": "tracker_project_stats", "arguments": {"pk": home.pk}},
+        ]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+            json.dump([{"tool_calls": calls}, {"text": "Done."}], handle)
+        script = f"scripted:{handle.name}"
+        worker = _start_worker()
+        turns = asyncio.run(_time_turns(user, script))
+        bare = _time_bare_calls(user, calls)
+        turn_p50, bare_p50 = statistics.median(turns), statistics.median(bare)
+        overhead = turn_p50 - bare_p50
+        turn_p95, bare_p95 = _percentile(turns, 0.95), _percentile(bare, 0.95)
+        print(f"send → replied, 3 tool calls ({RUNS} runs): p50 {turn_p50:.1f} ms, p95 {turn_p95:.1f} ms")
+        print(f"the same 3 tool calls in one process:       p50 {bare_p50:.1f} ms, p95 {bare_p95:.1f} ms")
+        print(f"assistant overhead at the median: {overhead:.1f} ms (ratio {turn_p50 / bare_p50:.1f}×); "
+              f"target ≤ {TARGET_OVERHEAD_MS:.0f} ms: {'met' if overhead <= TARGET_OVERHEAD_MS else 'NOT met'}")
+        Path(handle.name).unlink(missing_ok=True)
+    finally:
+        if worker is not None:
+            worker.terminate()
+            worker.wait(timeout=20)
+        connection.close()
+        connection.creation.destroy_test_db(old_name, verbosity=0)
