@@ -31,7 +31,7 @@ def _id(content: dict[str, Any], key: str, *, required: bool) -> int | None:
     value = content.get(key)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() or int(value) < 1:
         raise BadRequest("bad_request", f'"{key}" must be a positive integer id.')
     return int(value)
 
@@ -123,7 +123,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         new_chat = content.get("new_chat") is True
         # The "assistant.sent" event reaches every socket of this person through the group.
         await database_sync_to_async(services.chat_send)(user=self.user, content=text, chat_id=chat_id,
-                                                         new_chat=new_chat)
+                                                         new_chat=new_chat, request_id=content.get("request_id"))
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
         run_id = _id(content, "run_id", required=True)

@@ -184,9 +184,17 @@ class AgentStep(models.Model):
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="step_run_seq_unique")]
 
+    # Tool outcomes that count as errors in a run's and a profile's figures: the tool did not do what
+    # the model asked (a declined action is the person's choice, but still not what was asked).
+    FAILED_OUTCOMES = frozenset({"invalid", "denied", "not_found", "error", "unknown", "declined"})
+
     def __str__(self) -> str:
         label = self.tool_name or self.kind
         return f"#{self.seq} {label}"
+
+    @property
+    def failed(self) -> bool:
+        return self.kind == self.Kind.TOOL_CALL and (self.result or {}).get("status") in self.FAILED_OUTCOMES
 
 
 class AgentMemory(models.Model):

@@ -53,8 +53,11 @@ def _enqueue(run_id: int) -> None:
 
 
 @transaction.atomic
-def chat_send(*, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False) -> Sent:
-    """Store the person's message and a queued run, and start the run after commit.
+def chat_send(
+    *, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False, request_id: Any = None
+) -> Sent:
+    """Store the person's message and a queued run, and start the run after commit. `request_id`, if the
+    client sent one, is echoed on the `assistant.sent` event so the sender can match it to its run.
 
     One active run per chat: while a run works on a chat, a new message there is refused; a run
     waiting for the person's confirmation is superseded (cancelled, its pending action declined).
@@ -69,14 +72,15 @@ def chat_send(*, user: Any, content: str, chat_id: int | None = None, new_chat: 
     if recent >= assistant_settings.RUNS_PER_MINUTE:
         raise Refused("rate_limited", "You are sending messages faster than the assistant accepts; wait a minute.")
 
+    chats = AgentChat.objects.for_user(user).select_for_update()
     if chat_id is not None:
-        chat = AgentChat.objects.for_user(user).select_for_update().filter(pk=chat_id).first()
-        if chat is None:
+        found = chats.filter(pk=chat_id).first()
+        if found is None:
             raise NotFound(f"No chat {chat_id!r}.")
+        chat = found
     else:
-        current = None if new_chat else AgentChat.objects.for_user(user).order_by("-updated_at", "-id").first()
+        current = None if new_chat else chats.order_by("-updated_at", "-id").first()
         chat = current or AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC)
-        chat = AgentChat.objects.select_for_update().get(pk=chat.pk)
 
     active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
     if active is not None:
@@ -94,9 +98,9 @@ def chat_send(*, user: Any, content: str, chat_id: int | None = None, new_chat: 
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
     if not chat.title:
         chat.title = text[:80]
-    chat.save()  # also marks it the person's current chat
+    chat.save(update_fields=["title", "updated_at"])  # also marks it the person's current chat
     sent = run_event("assistant.sent", run, chat=chat_payload(chat), message=message_payload(message),
-                     run=run_payload(run))
+                     run=run_payload(run), request_id=request_id)
     publish_to_user(user.pk, sent)
     _enqueue(run.pk)
     return Sent(chat=chat, message=message, run=run)
@@ -121,16 +125,18 @@ def _decline(step: AgentStep, reason: str) -> None:
 
 
 def run_finish(
-    *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = ""
+    *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
+    steps: list[AgentStep] | None = None,
 ) -> AgentRun:
-    """Close a run with its final status and announce it. Counts and tokens are totalled from its steps."""
+    """Close a run with its final status and announce it. Counts and tokens are totalled from its steps
+    (pass them when already loaded)."""
     now = timezone.now()
-    steps = list(run.steps.all())
+    steps = list(run.steps.all()) if steps is None else steps
     tool_steps = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
     run.status, run.stop_reason, run.error, run.reply = status, stop_reason, error, reply
     run.model_calls = sum(1 for step in steps if step.kind == AgentStep.Kind.MODEL_CALL)
     run.tool_calls = len(tool_steps)
-    run.tool_errors = sum(1 for step in tool_steps if _is_tool_error(step))
+    run.tool_errors = sum(1 for step in tool_steps if step.failed)
     run.prompt_tokens = sum(step.prompt_tokens for step in steps)
     run.completion_tokens = sum(step.completion_tokens for step in steps)
     run.total_tokens = run.prompt_tokens + run.completion_tokens
@@ -143,11 +149,6 @@ def run_finish(
     elif status != AgentRun.Status.SUCCEEDED:
         publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
     return run
-
-
-def _is_tool_error(step: AgentStep) -> bool:
-    status = (step.result or {}).get("status")
-    return status in {"invalid", "denied", "not_found", "error", "unknown"}
 
 
 @transaction.atomic
@@ -180,7 +181,8 @@ def run_confirm(*, user: Any, run_id: int, approve: bool) -> AgentRun:
     if pending is None:
         raise Refused("nothing_to_confirm", "This run is not waiting for your confirmation.")
     pending.confirmation = AgentStep.Confirmation.APPROVED if approve else AgentStep.Confirmation.DENIED
-    pending.save(update_fields=["confirmation"])
+    pending.reason = "Approved; running." if approve else "Declined by you."
+    pending.save(update_fields=["confirmation", "reason"])
     run.status = AgentRun.Status.QUEUED
     run.clock_started_at = timezone.now()
     run.save(update_fields=["status", "clock_started_at"])

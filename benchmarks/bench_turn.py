@@ -45,7 +45,7 @@ def _start_worker() -> subprocess.Popen[bytes]:
     url = urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"]))
     env = {**os.environ, "DATABASE_URL": url}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING", "--concurrency", "2",
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING", "--concurrency", "1",
          "--hostname", f"bench-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
         cwd=PROJECT_DIR, env=env, start_new_session=True,
     )
@@ -76,8 +76,10 @@ async def _time_turns(user: Any, script: str) -> list[float]:
         return run.pk
 
     timings = []
-    phases: dict[str, list[float]] = {"send → worker claims": [], "claim → run finished": [],
-                                      "finished → replied received": []}
+    phases: dict[str, list[float]] = {
+        "send → worker claims": [], "claim → first step": [], "first → last step": [],
+        "last step → run finished": [], "finished → replied received": [],
+    }
     for number in range(WARMUP + RUNS):
         started = time.perf_counter()
         run_id = await database_sync_to_async(send)()
@@ -92,9 +94,16 @@ async def _time_turns(user: Any, script: str) -> list[float]:
         if number >= WARMUP:
             timings.append((time.perf_counter() - started) * 1000)
             run = await database_sync_to_async(AgentRun.objects.get)(pk=run_id)
-            phases["send → worker claims"].append((run.started_at - run.created_at).total_seconds() * 1000)
-            phases["claim → run finished"].append((run.finished_at - run.started_at).total_seconds() * 1000)
-            phases["finished → replied received"].append((received - run.finished_at).total_seconds() * 1000)
+            steps = await database_sync_to_async(lambda run=run: list(run.steps.order_by("seq")))()
+
+            def ms(later: Any, earlier: Any) -> float:
+                return float((later - earlier).total_seconds() * 1000)
+
+            phases["send → worker claims"].append(ms(run.started_at, run.created_at))
+            phases["claim → first step"].append(ms(steps[0].created_at, run.started_at))
+            phases["first → last step"].append(ms(steps[-1].created_at, steps[0].created_at))
+            phases["last step → run finished"].append(ms(run.finished_at, steps[-1].created_at))
+            phases["finished → replied received"].append(ms(received, run.finished_at))
         # A person reads the reply before writing again; the worker's after-reply work (memory, registry)
         # would otherwise compete for the two cores with the next turn.
         await asyncio.sleep(PAUSE_BETWEEN_TURNS_SECONDS)

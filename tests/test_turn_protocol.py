@@ -65,13 +65,15 @@ def test_send_streams_steps_then_the_reply_to_the_sender_only(
         run_id = events[0]["run_id"]
         assert all(event["run_id"] == run_id for event in events)
         steps = [event["step"] for event in events if event["type"] == "assistant.step"]
-        # Each step is announced when it starts and again when it finishes, in order.
+        assert [e for e in events if e["type"] == "assistant.token"]  # the reply streamed before it landed
+        # A tool step is announced when it starts and again when it finishes; a model call once it
+        # has answered (its text streams meanwhile as token events). All in order.
         assert [(s["seq"], s["kind"], s["state"]) for s in steps] == [
-            (1, "model_call", "started"), (1, "model_call", "finished"),
+            (1, "model_call", "finished"),
             (2, "tool_call", "started"), (2, "tool_call", "finished"),
-            (3, "model_call", "started"), (3, "model_call", "finished"),
+            (3, "model_call", "finished"),
         ]
-        assert steps[3]["tool_name"] == "test_record_effect" and steps[3]["took_effect"] is True
+        assert steps[2]["tool_name"] == "test_record_effect" and steps[2]["took_effect"] is True
         replied = events[-1]
         assert replied["type"] == "assistant.replied"
         assert replied["message"]["content"] == "Recorded."
@@ -111,7 +113,10 @@ def test_tokens_stream_live_and_cancel_stops_a_streaming_reply_within_a_second(
         asyncio.run(scenario())
     run = AgentRun.objects.get()
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
-    assert run.steps.filter(kind="model_call").exists()  # the interrupted call is kept in the record
+    # The interrupted call is kept in the record, with the text it had streamed.
+    interrupted = run.steps.get(kind="model_call")
+    assert interrupted.result["interrupted"] is True and interrupted.result["text"].startswith("word0")
+    assert interrupted.took_effect is False
 
 
 def test_reload_gets_the_chat_the_active_run_and_its_pending_question(
@@ -164,6 +169,7 @@ def test_another_persons_ids_answer_like_missing_ones_and_bad_frames_keep_the_so
             ({"type": "assistant.send", "content": "   "}, "empty_message"),
             ({"type": "assistant.send", "content": "x" * 9_000}, "message_too_long"),
             ({"type": "assistant.cancel", "run_id": "abc"}, "bad_request"),
+            ({"type": "assistant.cancel", "run_id": 0}, "bad_request"),
             ({"type": "assistant.confirm", "run_id": bobs_run.pk, "approve": "yes"}, "bad_request"),
         ]:
             await socket.send_json_to(frame)
@@ -188,8 +194,9 @@ def test_a_second_message_while_the_assistant_works_is_refused_with_a_reason(
 
     async def scenario() -> None:
         await socket.connect()
-        await socket.send_json_to({"type": "assistant.send", "content": "wait"})
+        await socket.send_json_to({"type": "assistant.send", "content": "wait", "request_id": "first"})
         sent = await receive_until(socket, lambda event: event["type"] == "assistant.sent")
+        assert sent[-1]["request_id"] == "first"
         await socket.send_json_to({"type": "assistant.send", "content": "and another", "request_id": "second"})
         refused = await receive_until(socket, lambda event: event["type"] == "assistant.error")
         assert refused[-1]["code"] == "run_active" and refused[-1]["request_id"] == "second"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.db.models import Subquery
+
 from assistant.llm import Message, ModelError, ModelResponse
 from assistant.models import AgentMessage, AgentRun
 
@@ -34,11 +36,9 @@ def conversation_window(
 ) -> tuple[str, list[Message], list[str]]:
     """(summary text, the verbatim messages, notices) for the chat up to and including this run's message."""
     # Up to the run's own message: anything later belongs to later runs.
-    asked = AgentMessage.objects.filter(run=run, role=AgentMessage.Role.USER).order_by("id").first()
-    rows = AgentMessage.objects.filter(chat_id=run.chat_id).exclude(role=AgentMessage.Role.SUMMARY)
-    if asked is not None:
-        rows = rows.filter(id__lte=asked.pk)
-    history = list(rows.order_by("id"))
+    asked = AgentMessage.objects.filter(run=run, role=AgentMessage.Role.USER).order_by("id").values("id")[:1]
+    rows = AgentMessage.objects.filter(chat_id=run.chat_id, id__lte=Subquery(asked))
+    history = list(rows.exclude(role=AgentMessage.Role.SUMMARY).order_by("id"))
     if len(history) <= keep:
         return "", [_as_message(row) for row in history], []
 

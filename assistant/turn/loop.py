@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from django.db import transaction
@@ -20,7 +22,7 @@ from django.utils import timezone
 
 from assistant import signals
 from assistant.conf import DEFAULTS
-from assistant.embeddings import EmbeddingError, get_embedder
+from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
@@ -67,18 +69,57 @@ def _call_key(name: str, arguments: dict[str, Any]) -> str:
     return name + json.dumps(arguments, sort_keys=True, default=str)
 
 
-def _is_error(outcome: dict[str, Any]) -> bool:
-    return outcome.get("status") in {"invalid", "denied", "not_found", "error", "unknown", "declined"}
+_pool: ThreadPoolExecutor | None = None
+_pool_pid: int | None = None
+
+
+def _embedding_pool() -> ThreadPoolExecutor:
+    # One per process: a forked pool process does not inherit its parent's threads.
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
+        _pool, _pool_pid = ThreadPoolExecutor(max_workers=1, thread_name_prefix="assistant-embed"), os.getpid()
+    return _pool
+
+
+class QuestionEmbedding:
+    """The embedding of what the run was asked, computed in a background thread while the turn claims
+    the run and loads its context (NumPy and the tokenizer release the interpreter lock), then used for
+    recall and again to file the exchange away."""
+
+    def __init__(self, run_id: int) -> None:
+        row = AgentMessage.objects.filter(run_id=run_id, role=AgentMessage.Role.USER).values_list(
+            "content", "run__config"
+        ).first()
+        self.text, config = row if row is not None else ("", {})
+        self.embedder: Embedder | None = None
+        self._error: EmbeddingError | None = None
+        self._future: Future[list[list[float]]] | None = None
+        try:
+            self.embedder = get_embedder(str(_setting(config or {}, "EMBEDDER")))
+        except EmbeddingError as exc:
+            self._error = exc
+            return
+        if self.text.strip():
+            self._future = _embedding_pool().submit(self.embedder.embed, [self.text])
+
+    def vector(self) -> list[float]:
+        """Raises EmbeddingError when embedding failed."""
+        if self._error is not None:
+            raise self._error
+        return self._future.result()[0] if self._future is not None else []
 
 
 class Turn:
-    def __init__(self, run: AgentRun, heartbeat: Heartbeat) -> None:
+    def __init__(self, run: AgentRun, heartbeat: Heartbeat, question: QuestionEmbedding) -> None:
         self.run = run
+        self.question = question
         self.user = run.owner
         self.config = run.config or {}
         self.heartbeat = heartbeat
-        self.steps: list[AgentStep] = list(run.steps.order_by("seq"))
+        # A run taken up for the first time has no steps yet: skip the query.
+        self.steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
         self.model: ChatModel | None = None
+        self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
         self._next_stream_check = 0.0
 
@@ -134,6 +175,7 @@ class Turn:
                           f"The assistant ran out of time ({limit:.0f} s) for this request.")
 
     def _on_delta(self, delta: str) -> None:
+        self._streamed.append(delta)
         publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
         now = time.monotonic()
         if now >= self._next_stream_check:
@@ -162,23 +204,20 @@ class Turn:
         self._new_step(kind=Kind.NOTICE, reason=text, took_effect=False)
 
     def _close_interrupted_steps(self) -> None:
-        """Steps a dead worker left half-done: a model call is simply made again; a tool call is not."""
+        """Tool steps a dead worker left half-done are not run again: their outcome is unknown."""
         for step in self.steps:
-            if step.state != State.STARTED:
-                continue
-            step.state = State.FINISHED
-            step.took_effect = None if step.kind == Kind.TOOL_CALL else False
-            step.reason = UNKNOWN_OUTCOME if step.kind == Kind.TOOL_CALL else "Interrupted; asked again."
-            if step.kind == Kind.TOOL_CALL:
+            if step.kind == Kind.TOOL_CALL and step.state == State.STARTED:
+                step.state = State.FINISHED
+                step.took_effect = None
+                step.reason = UNKNOWN_OUTCOME
                 step.result = {"status": "unknown", "took_effect": None, "reason": UNKNOWN_OUTCOME}
-            self._save_step(step)
+                self._save_step(step)
 
     def _resume_replay_position(self) -> None:
         # A replaying model (the scripted one) must continue where the run's earlier attempt stopped.
         seek = getattr(self.model, "seek", None)
         if callable(seek):
-            seek(sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL and step.state == State.FINISHED
-                     and step.took_effect is not False))
+            seek(sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL and step.took_effect is not False))
 
     # --- context -----------------------------------------------------------------------------
 
@@ -199,21 +238,19 @@ class Turn:
     def _summarise(self, messages: list[Message]) -> ModelResponse:
         assert self.model is not None
         self._check_limits()
-        step = self._new_step(kind=Kind.MODEL_CALL, state=State.STARTED, arguments={"purpose": "summarise"})
         started = time.monotonic()
         response = self.model.complete(messages)
-        self._finish_model_step(step, response, started)
+        self._record_model_call(response, started, arguments={"purpose": "summarise"})
         return response
 
     def _recall(self, conversation: list[Message]) -> list[str]:
         limit = int(_setting(self.config, "RECALL_LIMIT"))
-        asked = next((m.content for m in reversed(conversation) if m.role == "user"), "")
         try:
-            embedder = get_embedder(str(_setting(self.config, "EMBEDDER")))
-            return memory_recall(owner=self.user, spec=self.run.spec, text=asked, embedder=embedder, limit=limit)
+            vector = self.question.vector()
         except EmbeddingError as exc:
             self._notice(f"Memory is unavailable for this turn ({exc}); answering without it.")
             return []
+        return memory_recall(owner=self.user, spec=self.run.spec, vector=vector, limit=limit)
 
     def _transcript(self) -> list[Message]:
         """The run so far, from its steps: each model call that asked for tools, then their results."""
@@ -242,25 +279,36 @@ class Turn:
                           f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
 
     def _model_call(self, messages: list[Message]) -> ModelResponse:
+        """One model call, recorded once it answers. It has no row while it runs: a call cut short by a
+        crash has no effect to account for and is simply made again; one cut short by a cancel or the
+        wall time is recorded with the text it had streamed so far."""
         assert self.model is not None
         self._check_limits()
-        step = self._new_step(kind=Kind.MODEL_CALL, state=State.STARTED)
         started = time.monotonic()
-        response = self.model.call_tools(messages, list(self.tools.values()), on_text_delta=self._on_delta)
-        self._finish_model_step(step, response, started)
+        self._streamed = []
+        try:
+            response = self.model.call_tools(messages, list(self.tools.values()), on_text_delta=self._on_delta)
+        except StopRun as stop:
+            self._new_step(
+                kind=Kind.MODEL_CALL, took_effect=False, reason=stop.message,
+                result={"text": "".join(self._streamed), "tool_calls": [], "interrupted": True},
+                duration_ms=int((time.monotonic() - started) * 1000),
+            )
+            raise
+        self._record_model_call(response, started)
         return response
 
-    def _finish_model_step(self, step: AgentStep, response: ModelResponse, started: float) -> None:
-        step.state = State.FINISHED
-        step.took_effect = None
-        step.result = {
-            "text": response.text, "tool_calls": [call.to_dict() for call in response.tool_calls],
-            "model": response.model, "provider": response.provider, "is_demo": response.is_demo,
-        }
-        step.prompt_tokens = response.usage.prompt_tokens
-        step.completion_tokens = response.usage.completion_tokens
-        step.duration_ms = int((time.monotonic() - started) * 1000)
-        self._save_step(step)
+    def _record_model_call(self, response: ModelResponse, started: float, arguments: dict[str, Any] | None = None
+                           ) -> None:
+        self._new_step(
+            kind=Kind.MODEL_CALL, arguments=arguments or {},
+            result={
+                "text": response.text, "tool_calls": [call.to_dict() for call in response.tool_calls],
+                "model": response.model, "provider": response.provider, "is_demo": response.is_demo,
+            },
+            prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
 
     # --- tools -------------------------------------------------------------------------------
 
@@ -364,7 +412,7 @@ class Turn:
             message = AgentMessage.objects.create(
                 chat_id=self.run.chat_id, owner=self.user, role=AgentMessage.Role.ASSISTANT, content=reply, run=self.run
             )
-            run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply)
+            run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps)
             publish_to_user(self.run.owner_id, run_event(
                 "assistant.replied", run, message=message_payload(message), run=run_payload(run)
             ))
@@ -375,7 +423,7 @@ class Turn:
         run = AgentRun.objects.filter(pk=self.run.pk).first()
         if run is None or not run.is_active:
             return
-        run_finish(run=run, status=stop.status, stop_reason=stop.stop_reason, error=stop.message)
+        run_finish(run=run, status=stop.status, stop_reason=stop.stop_reason, error=stop.message, steps=self.steps)
         outcomes: dict[str, str] = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}
         status = outcomes.get(stop.status, "error")
         self._record(status, stop.message)
@@ -386,10 +434,10 @@ class Turn:
         entry = {
             "run_id": self.run.pk, "chat_id": self.run.chat_id, "status": status,
             "duration_ms": self.run.duration_ms or 0, "tool_calls": len(tool_steps),
-            "tool_errors": sum(1 for step in tool_steps if _is_error(step.result or {})),
+            "tool_errors": sum(1 for step in tool_steps if step.failed),
             "token_usage": self.run.total_tokens, "intent": self.run.intent or None,
             "tools_used": [step.tool_name for step in tool_steps],
-            "failed_tools": [step.tool_name for step in tool_steps if _is_error(step.result or {})],
+            "failed_tools": [step.tool_name for step in tool_steps if step.failed],
             "error_summary": error[:200] or None,
         }
         try:
@@ -398,23 +446,26 @@ class Turn:
             logger.exception("Could not record run %s in the registry", self.run.pk)
 
     def _remember(self, reply: str) -> None:
-        asked = AgentMessage.objects.filter(run=self.run, role=AgentMessage.Role.USER).values_list("content", flat=True)
-        content = f"User asked: {next(iter(asked), '')}\nAssistant answered: {reply}"
         try:
-            embedder = get_embedder(str(_setting(self.config, "EMBEDDER")))
-            memory_remember(owner=self.user, spec=self.run.spec, content=content, embedder=embedder)
+            vector = self.question.vector()
         except EmbeddingError as exc:
             logger.warning("Run %s: not remembered (%s)", self.run.pk, exc)
+            return
+        if vector and self.question.embedder is not None:
+            content = f"User asked: {self.question.text}\nAssistant answered: {reply}"
+            memory_remember(owner=self.user, spec=self.run.spec, content=content, vector=vector,
+                            embedder=self.question.embedder)
 
 
 def run_turn(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None]) -> str:
     """Claim the run and work on it until it answers, pauses or stops. Returns what happened."""
+    question = QuestionEmbedding(run_id)  # starts embedding at once, alongside the claim and setup
     run = claim(run_id, holder)
     if run is None:
         return "not claimed"
     with Heartbeat(run_id, holder) as heartbeat:
         try:
-            Turn(run, heartbeat).execute()
+            Turn(run, heartbeat, question).execute()
         except Exception as exc:
             logger.exception("Run %s crashed", run_id)
             current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
