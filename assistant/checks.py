@@ -68,3 +68,26 @@ def check_redis_reachable(app_configs: Any, **kwargs: Any) -> list[CheckMessage]
             )
         ]
     return []
+
+
+@register()
+def check_model_and_embedder(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """A misspelt ASSISTANT_MODEL or ASSISTANT_EMBEDDER is reported at start-up, not at the first message.
+    Building either makes no network call."""
+    from assistant.conf import assistant_settings
+    from assistant.embeddings import EmbeddingError, get_embedder
+    from assistant.llm import ModelError, get_model
+
+    errors: list[CheckMessage] = []
+    try:
+        get_model()
+    except ModelError as exc:
+        errors.append(Error(f"ASSISTANT_MODEL={assistant_settings.MODEL!r} cannot be used: {exc}",
+                            hint="Use offline, scripted:PATH, openai:MODEL, anthropic:MODEL, or a comma-separated "
+                                 "chain of them.", id="assistant.E004"))
+    try:
+        get_embedder()
+    except EmbeddingError as exc:
+        errors.append(Error(f"ASSISTANT_EMBEDDER={assistant_settings.EMBEDDER!r} cannot be used: {exc}",
+                            hint="Use local or openai:MODEL.", id="assistant.E005"))
+    return errors

@@ -45,7 +45,7 @@ def _start_worker() -> subprocess.Popen[bytes]:
     url = urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"]))
     env = {**os.environ, "DATABASE_URL": url}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING", "--concurrency", "1",
+        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING", "--concurrency", "2",
          "--hostname", f"bench-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
         cwd=PROJECT_DIR, env=env, start_new_session=True,
     )

@@ -44,3 +44,11 @@ def test_unreachable_redis_is_an_error() -> None:
 @pytest.mark.django_db
 def test_pgvector_is_available_on_the_database() -> None:
     assert "assistant.E001" not in ids(databases=["default"])
+
+
+def test_a_misspelt_model_or_embedder_is_reported_at_start_up() -> None:
+    assert not ids() & {"assistant.E004", "assistant.E005"}
+    with override_settings(ASSISTANT={"MODEL": "opneai-gpt", "EMBEDDER": "locl"}):
+        assert {"assistant.E004", "assistant.E005"} <= ids()
+    with override_settings(ASSISTANT={"MODEL": "scripted:/no/such/script.json"}):
+        assert "assistant.E004" in ids()
