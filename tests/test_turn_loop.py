@@ -141,7 +141,7 @@ def test_confirmation_approved_across_a_worker_restart(
     assert (pending.confirmation, pending.state, pending.took_effect) == ("approved", "finished", True)
 
 
-def test_confirmation_denied_tells_the_model_and_changes_nothing(
+def test_confirmation_denied_across_a_worker_restart_tells_the_model_and_changes_nothing(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
     home = Project.objects.create(owner=alice, name="Home")
@@ -150,6 +150,7 @@ def test_confirmation_denied_tells_the_model_and_changes_nothing(
         {"text": "Understood, I left it."},
     )
     run = wait_for_run(send(alice, "delete Home", model).pk, "awaiting_confirmation")
+    celery_worker.restart()
     run_confirm(user=alice, run_id=run.pk, approve=False)
     run = wait_for_run(run.pk, *FINISHED)
     assert run.status == "succeeded"

@@ -54,7 +54,10 @@ def get_embedder(spec: str | None = None) -> Embedder:
             provider=kind,
             api_key=config.get("api_key") or None,
             base_url=config.get("base_url") or None,
-            timeout=float(assistant_settings.REQUEST_TIMEOUT_SECONDS),
+            # Recall sits in front of every turn and only ever degrades to "no memory this turn", so a
+            # failing endpoint is given up on at once rather than retried with backoff (seconds per turn).
+            timeout=min(10.0, float(assistant_settings.REQUEST_TIMEOUT_SECONDS)),
+            max_retries=0,
         )
     if config:
         raise EmbeddingError(
