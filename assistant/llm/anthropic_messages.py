@@ -12,11 +12,6 @@ from typing import Any
 
 from .errors import (
     ModelConfigurationError,
-    ProviderError,
-    classify_status,
-    connection_error,
-    error_detail,
-    timeout_error,
 )
 from .remote import RemoteModel, cached_client, parse_arguments
 from .types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
@@ -113,25 +108,11 @@ class AnthropicMessagesModel(RemoteModel):
         body = self.request_body(messages, tools, stream=stream)
         client = self._client()
         sdk = _sdk()
-        try:
+        with self.sdk_errors(sdk):
             if stream:
                 assert on_text_delta is not None
                 return self._read_stream(client.messages.create(**body), on_text_delta)
             return self._read_message(client.messages.create(**body))
-        except sdk.APITimeoutError as exc:
-            raise timeout_error(self.name, self.config.timeout) from exc
-        except sdk.APIConnectionError as exc:
-            raise connection_error(self.name, str(exc.__cause__ or exc)) from exc
-        except sdk.APIStatusError as exc:
-            raise classify_status(
-                exc.status_code,
-                provider=self.name,
-                detail=error_detail(exc.body),
-                headers=dict(exc.response.headers),
-                credential_hint=self.credential_hint,
-            ) from exc
-        except sdk.APIError as exc:
-            raise ProviderError(f"{self.name}: {exc.message}", kind="transient", provider=self.name) from exc
 
     def _read_message(self, message: Any) -> ModelResponse:
         text: list[str] = []

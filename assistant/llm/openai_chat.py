@@ -12,7 +12,7 @@ from typing import Any
 
 import openai
 
-from .errors import ProviderError, classify_status, connection_error, error_detail, timeout_error
+from .errors import ProviderError
 from .remote import RemoteModel, cached_client, parse_arguments
 from .types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
 
@@ -93,26 +93,11 @@ class OpenAIChatModel(RemoteModel):
         stream = on_text_delta is not None and self.config.stream
         body = self.request_body(messages, tools, stream=stream)
         client = self._client()
-        try:
+        with self.sdk_errors(openai):
             if stream:
                 assert on_text_delta is not None
                 return self._read_stream(client.chat.completions.create(**body), on_text_delta)
             return self._read_completion(client.chat.completions.create(**body))
-        except openai.APITimeoutError as exc:
-            raise timeout_error(self.name, self.config.timeout) from exc
-        except openai.APIConnectionError as exc:
-            raise connection_error(self.name, str(exc.__cause__ or exc)) from exc
-        except openai.APIStatusError as exc:
-            raise classify_status(
-                exc.status_code,
-                provider=self.name,
-                detail=error_detail(exc.body),
-                headers=dict(exc.response.headers),
-                credential_hint=self.credential_hint,
-            ) from exc
-        except openai.APIError as exc:
-            # A stream that ended with an error event, or a body the SDK could not read.
-            raise ProviderError(f"{self.name}: {exc.message}", kind="transient", provider=self.name) from exc
 
     def _read_completion(self, completion: Any) -> ModelResponse:
         if not completion.choices:

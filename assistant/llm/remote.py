@@ -5,11 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ModelConfigurationError, ProviderError
+from .errors import (
+    ModelConfigurationError,
+    ProviderError,
+    classify_status,
+    connection_error,
+    error_detail,
+    timeout_error,
+)
 from .types import Message, ModelResponse, TextDeltaCallback, ToolSpec
 
 KINDS = ("openai", "anthropic")
@@ -85,6 +93,28 @@ class RemoteModel:
     is_demo = False
     #: The environment variable to name when credentials are rejected.
     credential_hint = ""
+
+    @contextmanager
+    def sdk_errors(self, sdk: Any) -> Iterator[None]:
+        """Turn an official SDK's exceptions into ProviderErrors; the openai and anthropic SDKs share
+        the same exception classes by name."""
+        try:
+            yield
+        except sdk.APITimeoutError as exc:
+            raise timeout_error(self.name, self.config.timeout) from exc
+        except sdk.APIConnectionError as exc:
+            raise connection_error(self.name, str(exc.__cause__ or exc)) from exc
+        except sdk.APIStatusError as exc:
+            raise classify_status(
+                exc.status_code,
+                provider=self.name,
+                detail=error_detail(exc.body),
+                headers=dict(exc.response.headers),
+                credential_hint=self.credential_hint,
+            ) from exc
+        except sdk.APIError as exc:
+            # A stream that ended with an error event, or a body the SDK could not read.
+            raise ProviderError(f"{self.name}: {exc.message}", kind="transient", provider=self.name) from exc
 
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config

@@ -32,7 +32,7 @@ from django_htmx.middleware import HtmxDetails
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import parameters_of, refusal, resolve_scope
-from assistant.tools.reads import run_read
+from assistant.tools.reads import jsonable, run_read
 from assistant.tools.registry import Binding, registry
 from assistant.tools.validation import validate_arguments
 
@@ -157,15 +157,9 @@ def _messages(request: HttpRequest) -> list[dict[str, str]]:
 def _jsonable(value: Any) -> Any:
     if isinstance(value, models.Model):
         return value.pk
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    if isinstance(value, uuid.UUID):
-        return str(value)
     if hasattr(value, "all") and callable(value.all):  # a related manager
         return [item.pk for item in value.all()[: assistant_settings.READ_LIMIT_MAX]]
-    return value
+    return jsonable(value)
 
 
 def _declared_fields(obj: Any, names: list[str]) -> dict[str, Any]:

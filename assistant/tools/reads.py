@@ -115,7 +115,8 @@ def scoped_queryset(definition: ReadTool, user: Any) -> models.QuerySet:
     return definition.scope(user, queryset)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """A field value as JSON can carry it (dates as ISO text, decimals as numbers, UUIDs as text)."""
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
@@ -150,7 +151,7 @@ def run_read(definition: ReadTool, user: Any, arguments: dict[str, Any]) -> dict
     limit = min(int(arguments.get("limit") or min(20, assistant_settings.READ_LIMIT_MAX)),
                 int(assistant_settings.READ_LIMIT_MAX))
     rows = list(queryset.values(*definition.fields)[: limit + 1])
-    results = [{name: _jsonable(value) for name, value in row.items()} for row in rows[:limit]]
+    results = [{name: jsonable(value) for name, value in row.items()} for row in rows[:limit]]
     return {"results": results, "returned": len(results), "truncated": len(rows) > limit}
 
 
