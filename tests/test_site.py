@@ -78,3 +78,22 @@ def test_healthz_is_ok_with_a_worker(celery_worker: Any) -> None:
     response = Client().get("/healthz")
     assert response.status_code == 200, response.json()
     assert response.json()["worker"]["workers"]
+
+
+def test_staff_review_a_run_with_its_steps_read_only(user_factory: Any, alice: Any) -> None:
+    from assistant.models import AgentChat, AgentRun, AgentStep
+
+    chat = AgentChat.objects.create(owner=alice)
+    run = AgentRun.objects.create(owner=alice, chat=chat, status="failed", error="limit", stop_reason="max_tool_calls")
+    AgentStep.objects.create(run=run, seq=1, kind="tool_call", tool_name="tracker_task_create",
+                             arguments={"title": "x"}, took_effect=False, reason="the form has errors")
+    staff = user_factory("reviewer", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(staff)
+    listing = client.get("/admin/assistant/agentrun/?status__exact=failed").content.decode()
+    assert f">{run.pk}<" in listing
+    page = client.get(f"/admin/assistant/agentrun/{run.pk}/change/")
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "tracker_task_create" in body and "the form has errors" in body
+    assert 'name="_save"' not in body  # records are evidence: nothing to edit
