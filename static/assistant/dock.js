@@ -36,31 +36,3 @@
   });
 })();
 
-// Connection indicator: proves the live channel is reachable for this user. The conversation itself
-// arrives with the live panel.
-(function () {
-  "use strict";
-  function connect(status) {
-    var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    var socket = new WebSocket(scheme + window.location.host + "/ws/assistant/");
-    socket.addEventListener("open", function () {
-      socket.send(JSON.stringify({ type: "assistant.ping", id: "dock" }));
-    });
-    socket.addEventListener("message", function (event) {
-      var data = JSON.parse(event.data);
-      if (data.type === "assistant.pong") {
-        status.textContent = "Connected";
-        status.classList.add("is-connected");
-      }
-    });
-    socket.addEventListener("close", function () {
-      status.textContent = "Offline — reconnecting…";
-      status.classList.remove("is-connected");
-      setTimeout(function () { connect(status); }, 3000);
-    });
-  }
-  document.addEventListener("DOMContentLoaded", function () {
-    var status = document.querySelector("[data-assistant-status]");
-    if (status && "WebSocket" in window) connect(status);
-  });
-})();

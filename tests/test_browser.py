@@ -1,0 +1,114 @@
+"""The conversation in a real browser: headless Chromium against daphne, the real worker and channel layer."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url, stop_process
+from tracker.models import Project, Task
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    # A developer's machine may lack Chromium; CI installs it, so there a missing browser is a failure.
+    pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="Debian's chromium is not installed"),
+]
+
+
+@pytest.fixture(scope="module")
+def site_url(session_worker: WorkerProcess, django_db_blocker: Any) -> Iterator[str]:
+    """daphne serving the site (HTTP and websockets) on the test database."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with django_db_blocker.unblock():
+        env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        stop_process(server)
+        pytest.fail("daphne did not start")
+    yield f"http://127.0.0.1:{port}"
+    stop_process(server)
+
+
+@pytest.fixture
+def page(site_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM, "Chromium is needed for the browser tests: apt-get install chromium"
+    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still
+    # plain synchronous code, which Django would otherwise refuse next to a running loop.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run"],
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(20_000)
+        yield page
+        browser.close()
+
+
+def log_in(page: Any, site_url: str, username: str) -> None:
+    page.goto(site_url + "/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", "pw")
+    page.click("button[type=submit]")
+    page.wait_for_url(site_url + "/")
+
+
+def ask(page: Any, text: str) -> None:
+    answered = page.locator(".assistant-message.is-assistant:not(.is-draft)").count()
+    page.fill("[data-assistant-input]", text)
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        f"document.querySelectorAll('.assistant-message.is-assistant:not(.is-draft)').length > {answered}"
+    )
+
+
+def test_a_person_asks_the_docked_assistant_and_approves_a_deletion(
+    page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    Task.objects.create(project=home, title="Fix the tap")
+    log_in(page, site_url, "alice")
+    page.click(".assistant-launcher")
+    page.wait_for_selector("#assistant-dock .assistant-status.is-connected")
+
+    ask(page, "what are my open tasks?")
+    assert "Fix the tap" in page.inner_text("#assistant-dock [data-assistant-thread]")
+    assert "tracker_task_list — read" in page.inner_text("#assistant-dock .assistant-steps")
+
+    page.fill("[data-assistant-input]", "delete the project Home")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".assistant-confirm")
+    page.reload()  # the question survives a reload: it is a row, not a promise
+    page.wait_for_selector(".assistant-confirm")
+    assert Project.objects.filter(pk=home.pk).exists()
+    page.click(".assistant-confirm .button-primary")
+    page.wait_for_function("document.querySelector('[data-assistant-send]').textContent === 'Send'")
+    page.wait_for_function("document.querySelectorAll('.assistant-message.is-assistant:not(.is-draft)').length >= 2")
+    assert not Project.objects.filter(pk=home.pk).exists()
+    page.screenshot(path=str(PROJECT_DIR / ".data" / "browser-conversation.png"))
