@@ -53,7 +53,10 @@
     var self = this;
     this.form.addEventListener("submit", function (event) { event.preventDefault(); self.submit(); });
     this.input.addEventListener("keydown", function (event) {
-      if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); self.submit(); }
+      if (event.key !== "Enter" || event.shiftKey) return;
+      event.preventDefault();
+      // While a run works, Enter must not turn into "Stop": only the button stops a run.
+      if (!self.activeRun) self.submit();
     });
     this.connect();
   }
