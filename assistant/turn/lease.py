@@ -13,10 +13,9 @@ import socket
 import threading
 import uuid
 from datetime import timedelta
+from functools import cache
 
 from django.db import close_old_connections, connection
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.models import AgentRun
@@ -30,24 +29,32 @@ def new_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+@cache
+def _claim_sql() -> str:
+    # The conditional UPDATE and the read of the claimed row in one statement (RETURNING): the ORM's
+    # update() returns only a count, and a second query would cost a round trip plus its compilation
+    # on every turn. Column names come from the model, so this follows renames.
+    meta = AgentRun._meta
+    columns = ", ".join(f'"{field.column}"' for field in meta.concrete_fields)
+    # Identifiers come from the model's own metadata; every value is a parameter.
+    table = meta.db_table
+    return (
+        f'UPDATE "{table}" SET "status" = %s, "lease_owner" = %s, "lease_expires_at" = %s, '  # noqa: S608
+        '"attempts" = "attempts" + 1, "started_at" = COALESCE("started_at", %s), '
+        '"clock_started_at" = COALESCE("clock_started_at", %s) '
+        'WHERE "id" = %s AND "status" IN (%s, %s) AND ("lease_expires_at" IS NULL OR "lease_expires_at" < %s) '
+        f"RETURNING {columns}"
+    )
+
+
 def lease_claim(run_id: int, holder: str) -> AgentRun | None:
     """Take the run if it is queued, or running under an expired lease. Returns it, or None if not ours."""
     now = timezone.now()
-    claimed = (
-        AgentRun.objects.filter(pk=run_id, status__in=[AgentRun.Status.QUEUED, AgentRun.Status.RUNNING])
-        .filter(Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now))
-        .update(
-            status=AgentRun.Status.RUNNING,
-            lease_owner=holder,
-            lease_expires_at=now + timedelta(seconds=LEASE_SECONDS),
-            attempts=F("attempts") + 1,
-            started_at=Coalesce(F("started_at"), now),
-            clock_started_at=Coalesce(F("clock_started_at"), now),
-        )
-    )
-    if not claimed:
-        return None
-    return AgentRun.objects.select_related("owner", "chat").get(pk=run_id)
+    params = [
+        AgentRun.Status.RUNNING, holder, now + timedelta(seconds=LEASE_SECONDS), now, now,
+        run_id, AgentRun.Status.QUEUED, AgentRun.Status.RUNNING, now,
+    ]
+    return next(iter(AgentRun.objects.raw(_claim_sql(), params)), None)
 
 
 def lease_release(run_id: int, holder: str) -> None:

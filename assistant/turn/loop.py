@@ -87,10 +87,14 @@ class QuestionEmbedding:
     recall and again to file the exchange away."""
 
     def __init__(self, run_id: int) -> None:
-        row = AgentMessage.objects.filter(run_id=run_id, role=AgentMessage.Role.USER).values_list(
-            "content", "run__config"
-        ).first()
-        self.text, config = row if row is not None else ("", {})
+        # The asker comes along in the same query: the turn acts as them and would read them next.
+        asked = (
+            AgentMessage.objects.filter(run_id=run_id, role=AgentMessage.Role.USER)
+            .select_related("owner", "run").order_by("id").first()
+        )
+        self.text = asked.content if asked is not None else ""
+        self.owner = asked.owner if asked is not None else None
+        config = asked.run.config if asked is not None and asked.run is not None else {}
         self.embedder: Embedder | None = None
         self._error: EmbeddingError | None = None
         self._future: Future[list[list[float]]] | None = None
@@ -463,6 +467,8 @@ def run_turn(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
     run = claim(run_id, holder)
     if run is None:
         return "not claimed"
+    if question.owner is not None and question.owner.pk == run.owner_id:
+        run.owner = question.owner
     with Heartbeat(run_id, holder) as heartbeat:
         try:
             Turn(run, heartbeat, question).execute()
