@@ -16,7 +16,6 @@ from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
-from assistant.turn.cancel import announce_cancel
 
 
 class Refused(Exception):
@@ -152,12 +151,6 @@ def run_finish(
     return run
 
 
-def _signal_cancel(run_id: int) -> None:
-    # The key first: a worker that hears the announcement, or asks, must find it set.
-    request_cancel(run_id)
-    announce_cancel(run_id)
-
-
 @transaction.atomic
 def run_cancel(*, user: Any, run_id: int) -> AgentRun:
     """Stop a run. Queued or waiting runs end at once; a working run stops at its next step boundary
@@ -170,7 +163,7 @@ def run_cancel(*, user: Any, run_id: int) -> AgentRun:
     if run.status == AgentRun.Status.RUNNING:
         run.cancel_requested = True
         run.save(update_fields=["cancel_requested"])
-        transaction.on_commit(lambda: _signal_cancel(run.pk))
+        transaction.on_commit(lambda: request_cancel(run.pk))
         return run
     pending = run_pending_confirmation(run=run)
     if pending is not None:

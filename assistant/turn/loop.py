@@ -30,7 +30,6 @@ from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
 from assistant.services import run_finish
 from assistant.tools import Tool, execute_tool, tools_for
-from assistant.turn.cancel import Watch, watcher
 from assistant.turn.context import conversation_window, system_prompt
 from assistant.turn.lease import Heartbeat
 from registry.selectors import profile_summary
@@ -115,16 +114,8 @@ class QuestionEmbedding:
 
 
 class Turn:
-    def __init__(self, run: AgentRun, heartbeat: Heartbeat, question: QuestionEmbedding,
-                 cancels: Watch | None = None) -> None:
+    def __init__(self, run: AgentRun, heartbeat: Heartbeat, question: QuestionEmbedding) -> None:
         self.run = run
-        # Announced cancels of this run (see cancel.py); None: ask Redis at every boundary.
-        self.cancels = cancels
-        # The subscription under which the run's cancel state was last known: the one its watch was
-        # registered under before the claim (whose row shows any earlier cancel), then the one under
-        # which Redis was last asked. While it holds, a newer cancel is announced to `cancels.event`,
-        # so asking Redis again would find nothing new.
-        self._known_under = cancels.generation if cancels is not None else None
         self.question = question
         self.user = run.owner
         self.config = run.config or {}
@@ -173,23 +164,12 @@ class Turn:
 
     def _boundary(self) -> None:
         """Between steps: has another worker taken the run, has the user stopped it, is time up?
-        Answered from the heartbeat's flags and the announced cancels, asking Redis only when an
-        announcement could have been missed, never the database per step."""
+        Answered from the heartbeat's flags and one Redis lookup, not a database query per step."""
         if self.heartbeat.lost.is_set():
             raise LeaseLost()
-        if self.heartbeat.cancelled.is_set() or self._cancel_requested():
+        if self.heartbeat.cancelled.is_set() or signals.cancel_requested(self.run.pk):
             raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
         self._check_wall_time()
-
-    def _cancel_requested(self) -> bool:
-        if self.run.cancel_requested or (self.cancels is not None and self.cancels.event.is_set()):
-            return True
-        generation = watcher.generation if self.cancels is not None else None
-        if generation is not None and generation == self._known_under:
-            return False
-        # Read before asking: a subscription re-made while Redis answers is caught at the next boundary.
-        self._known_under = generation
-        return signals.cancel_requested(self.run.pk)
 
     def _check_wall_time(self) -> None:
         limit = float(_setting(self.config, "MAX_WALL_SECONDS"))
@@ -201,12 +181,10 @@ class Turn:
     def _on_delta(self, delta: str) -> None:
         self._streamed.append(delta)
         publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
-        if self.cancels is not None and self.cancels.event.is_set():
-            raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
         now = time.monotonic()
         if now >= self._next_stream_check:
             self._next_stream_check = now + STREAM_CANCEL_CHECK_SECONDS
-            if self._cancel_requested():
+            if signals.cancel_requested(self.run.pk):
                 raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
             self._check_wall_time()
 
@@ -486,20 +464,18 @@ class Turn:
 def run_turn(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None]) -> str:
     """Claim the run and work on it until it answers, pauses or stops. Returns what happened."""
     question = QuestionEmbedding(run_id)  # starts embedding at once, alongside the claim and setup
-    # Watched before the claim: a cancel that the claimed row does not show yet is announced after it.
-    with watcher.watching(run_id) as cancels:
-        run = claim(run_id, holder)
-        if run is None:
-            return "not claimed"
-        if question.owner is not None and question.owner.pk == run.owner_id:
-            run.owner = question.owner
-        with Heartbeat(run_id, holder) as heartbeat:
-            try:
-                Turn(run, heartbeat, question, cancels).execute()
-            except Exception as exc:
-                logger.exception("Run %s crashed", run_id)
-                current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
-                if current is not None and current.is_active:
-                    run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
-                               error=f"Something went wrong inside the assistant ({type(exc).__name__}).")
+    run = claim(run_id, holder)
+    if run is None:
+        return "not claimed"
+    if question.owner is not None and question.owner.pk == run.owner_id:
+        run.owner = question.owner
+    with Heartbeat(run_id, holder) as heartbeat:
+        try:
+            Turn(run, heartbeat, question).execute()
+        except Exception as exc:
+            logger.exception("Run %s crashed", run_id)
+            current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
+            if current is not None and current.is_active:
+                run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
+                           error=f"Something went wrong inside the assistant ({type(exc).__name__}).")
     return AgentRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "gone"
