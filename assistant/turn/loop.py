@@ -45,8 +45,10 @@ UNKNOWN_OUTCOME = (
     "The worker running this tool stopped before it finished, so whether it took effect is unknown. "
     "Check the current state with a read before doing it again."
 )
-# Seconds between cancel checks while a reply streams in.
-STREAM_CANCEL_CHECK_SECONDS = 0.2
+# At most one Redis cancel check per this many seconds, at step boundaries and while a reply streams in:
+# a cancel still lands within a fraction of a second, and a quick turn asks Redis once or twice, not at
+# every step. The lease heartbeat reads the row's flag too, as the backstop.
+CANCEL_CHECK_SECONDS = 0.2
 
 
 class StopRun(Exception):
@@ -125,7 +127,7 @@ class Turn:
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
-        self._next_stream_check = 0.0
+        self._next_cancel_check = 0.0
 
     # --- entry -------------------------------------------------------------------------------
 
@@ -164,12 +166,20 @@ class Turn:
 
     def _boundary(self) -> None:
         """Between steps: has another worker taken the run, has the user stopped it, is time up?
-        Answered from the heartbeat's flags and one Redis lookup, not a database query per step."""
+        Answered from the heartbeat's flags and a throttled Redis lookup, not a database query per step."""
         if self.heartbeat.lost.is_set():
             raise LeaseLost()
-        if self.heartbeat.cancelled.is_set() or signals.cancel_requested(self.run.pk):
-            raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
+        self._check_cancel()
         self._check_wall_time()
+
+    def _check_cancel(self) -> None:
+        now = time.monotonic()
+        if self.heartbeat.cancelled.is_set():
+            raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
+        if now >= self._next_cancel_check:
+            self._next_cancel_check = now + CANCEL_CHECK_SECONDS
+            if signals.cancel_requested(self.run.pk):
+                raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
 
     def _check_wall_time(self) -> None:
         limit = float(_setting(self.config, "MAX_WALL_SECONDS"))
@@ -181,12 +191,8 @@ class Turn:
     def _on_delta(self, delta: str) -> None:
         self._streamed.append(delta)
         publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
-        now = time.monotonic()
-        if now >= self._next_stream_check:
-            self._next_stream_check = now + STREAM_CANCEL_CHECK_SECONDS
-            if signals.cancel_requested(self.run.pk):
-                raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
-            self._check_wall_time()
+        self._check_cancel()
+        self._check_wall_time()
 
     # --- steps -------------------------------------------------------------------------------
 
