@@ -7,18 +7,13 @@ busy streaming a reply notice a cancel within a fraction of a second without que
 from __future__ import annotations
 
 import logging
-from functools import cache
 
 import redis
-from django.conf import settings
+
+from assistant.redis_connection import redis_client
 
 logger = logging.getLogger(__name__)
 CANCEL_TTL_SECONDS = 600
-
-
-@cache
-def _client() -> redis.Redis:
-    return redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2, socket_connect_timeout=2)
 
 
 def _cancel_key(run_id: int) -> str:
@@ -27,13 +22,13 @@ def _cancel_key(run_id: int) -> str:
 
 def request_cancel(run_id: int) -> None:
     try:
-        _client().set(_cancel_key(run_id), "1", ex=CANCEL_TTL_SECONDS)
+        redis_client().set(_cancel_key(run_id), "1", ex=CANCEL_TTL_SECONDS)
     except redis.RedisError:
         logger.warning("Could not flag run %s as cancelled in Redis; the worker sees it at its next step", run_id)
 
 
 def cancel_requested(run_id: int) -> bool:
     try:
-        return bool(_client().exists(_cancel_key(run_id)))
+        return bool(redis_client().exists(_cancel_key(run_id)))
     except redis.RedisError:
         return False

@@ -137,7 +137,7 @@ def session_openai() -> Iterator[FakeOpenAIServer]:
 def fake_openai(session_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
     """The worker's fake provider, with no queued replies or recorded requests from earlier tests, and
     no breaker or skip mark left in Redis by them."""
-    from assistant.llm.breaker import redis_client
+    from assistant.redis_connection import redis_client
 
     client = redis_client()
     for key in client.scan_iter("assistant:*"):

@@ -17,34 +17,18 @@ from __future__ import annotations
 
 import enum
 import logging
-import threading
 import uuid
 from typing import Any
 
 import redis
-from django.conf import settings
+
+from ..redis_connection import redis_client
 
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "assistant:breaker:"
 # The tripped marker outlives any cool-down; it only expires so abandoned providers leave no litter.
 _TRIPPED_TTL_SECONDS = 7 * 24 * 3600
-
-_clients: dict[str, redis.Redis] = {}
-_clients_lock = threading.Lock()
-
-
-def redis_client() -> redis.Redis:
-    """One client (and connection pool) per process for settings.REDIS_URL."""
-    url = str(settings.REDIS_URL)  # never None: settings refuse to load without it
-    with _clients_lock:
-        client = _clients.get(url)
-        if client is None:
-            client = _clients[url] = redis.Redis.from_url(
-                url, socket_timeout=2.0, socket_connect_timeout=2.0, health_check_interval=30
-            )
-        return client
-
 
 class Decision(enum.Enum):
     ALLOW = "allow"  # closed: call normally, with retries

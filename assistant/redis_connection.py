@@ -1,0 +1,23 @@
+"""The process's Redis client for the assistant's own keys (breaker state, cancel flags)."""
+
+from __future__ import annotations
+
+import threading
+
+import redis
+from django.conf import settings
+
+_clients: dict[str, redis.Redis] = {}
+_clients_lock = threading.Lock()
+
+
+def redis_client() -> redis.Redis:
+    """One client (and connection pool) per process and REDIS_URL; redis-py reconnects after a fork."""
+    url = str(settings.REDIS_URL)  # never None: settings refuse to load without it
+    with _clients_lock:
+        client = _clients.get(url)
+        if client is None:
+            client = _clients[url] = redis.Redis.from_url(
+                url, socket_timeout=2.0, socket_connect_timeout=2.0, health_check_interval=30
+            )
+        return client
