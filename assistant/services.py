@@ -46,10 +46,10 @@ def run_config() -> dict[str, Any]:
     }
 
 
-def _enqueue(run_id: int) -> None:
+def _enqueue(run_id: int, asked: dict[str, Any] | None = None) -> None:
     from assistant.tasks import run_turn
 
-    transaction.on_commit(lambda: run_turn.delay(run_id))
+    transaction.on_commit(lambda: run_turn.delay(run_id, asked))
 
 
 @transaction.atomic
@@ -102,7 +102,8 @@ def chat_send(
     sent = run_event("assistant.sent", run, chat=chat_payload(chat), message=message_payload(message),
                      run=run_payload(run), request_id=request_id)
     publish_to_user(user.pk, sent)
-    _enqueue(run.pk)
+    # The question rides along so the worker can embed it for recall before it has read anything.
+    _enqueue(run.pk, {"question": text, "embedder": config["embedder"]})
     return Sent(chat=chat, message=message, run=run)
 
 

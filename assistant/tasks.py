@@ -22,12 +22,13 @@ def health_check(token: str) -> dict[str, Any]:
 
 
 @shared_task(name="assistant.run_turn", ignore_result=True)
-def run_turn(run_id: int) -> str:
-    """One turn of the assistant. Delivered at least once: the run's lease makes extra deliveries no-ops."""
+def run_turn(run_id: int, asked: dict[str, Any] | None = None) -> str:
+    """One turn of the assistant. Delivered at least once: the run's lease makes extra deliveries no-ops.
+    `asked` (the question and the embedder to embed it with) lets the worker start on recall at once."""
     from assistant.turn.lease import lease_claim, new_holder
     from assistant.turn.loop import run_turn as work
 
-    return work(run_id, holder=new_holder(), claim=lease_claim)
+    return work(run_id, holder=new_holder(), claim=lease_claim, asked=asked)
 
 
 class RunSweeper(bootsteps.StartStopStep):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from django.db.models import Subquery
+from django.db.models import Q
 
 from assistant.llm import Message, ModelError, ModelResponse
 from assistant.models import AgentMessage, AgentRun
@@ -31,14 +31,29 @@ def _transcript(rows: list[AgentMessage], previous_summary: str) -> str:
     return "\n".join(lines)
 
 
+def chat_history(run: AgentRun) -> list[AgentMessage]:
+    """The chat's messages up to and including the one this run answers, oldest first, summaries aside,
+    each with its owner loaded (the turn acts as that person). Messages of later runs are left out.
+
+    A chat's runs take turns, so everything said before this run's question belongs to a run with a
+    smaller id (or to one since deleted, whose messages keep no run).
+    """
+    rows = list(
+        AgentMessage.objects.filter(Q(run_id__lte=run.pk) | Q(run__isnull=True), chat_id=run.chat_id)
+        .exclude(role=AgentMessage.Role.SUMMARY)
+        .select_related("owner")
+        .order_by("id")
+    )
+    asked = next(
+        (index for index, row in enumerate(rows) if row.run_id == run.pk and row.role == AgentMessage.Role.USER), None
+    )
+    return [] if asked is None else rows[: asked + 1]
+
+
 def conversation_window(
-    run: AgentRun, *, keep: int, summarise: Callable[[list[Message]], ModelResponse]
+    run: AgentRun, history: list[AgentMessage], *, keep: int, summarise: Callable[[list[Message]], ModelResponse]
 ) -> tuple[str, list[Message], list[str]]:
-    """(summary text, the verbatim messages, notices) for the chat up to and including this run's message."""
-    # Up to the run's own message: anything later belongs to later runs.
-    asked = AgentMessage.objects.filter(run=run, role=AgentMessage.Role.USER).order_by("id").values("id")[:1]
-    rows = AgentMessage.objects.filter(chat_id=run.chat_id, id__lte=Subquery(asked))
-    history = list(rows.exclude(role=AgentMessage.Role.SUMMARY).order_by("id"))
+    """(summary text, the verbatim messages, notices) for `history` (see `chat_history`)."""
     if len(history) <= keep:
         return "", [_as_message(row) for row in history], []
 

@@ -30,7 +30,7 @@ from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
 from assistant.services import run_finish
 from assistant.tools import Tool, execute_tool, tools_for
-from assistant.turn.context import conversation_window, system_prompt
+from assistant.turn.context import chat_history, conversation_window, system_prompt
 from assistant.turn.lease import Heartbeat
 from registry.selectors import profile_summary
 from registry.services import profile_record_invocation
@@ -88,25 +88,25 @@ class QuestionEmbedding:
     the run and loads its context (NumPy and the tokenizer release the interpreter lock), then used for
     recall and again to file the exchange away."""
 
-    def __init__(self, run_id: int) -> None:
-        # The asker comes along in the same query: the turn acts as them and would read them next.
-        asked = (
-            AgentMessage.objects.filter(run_id=run_id, role=AgentMessage.Role.USER)
-            .select_related("owner", "run").order_by("id").first()
-        )
-        self.text = asked.content if asked is not None else ""
-        self.owner = asked.owner if asked is not None else None
-        config = asked.run.config if asked is not None and asked.run is not None else {}
+    def __init__(self, text: str, embedder_spec: str) -> None:
+        self.text, self.embedder_spec = text, embedder_spec
         self.embedder: Embedder | None = None
         self._error: EmbeddingError | None = None
         self._future: Future[list[list[float]]] | None = None
         try:
-            self.embedder = get_embedder(str(_setting(config or {}, "EMBEDDER")))
+            self.embedder = get_embedder(embedder_spec)
         except EmbeddingError as exc:
             self._error = exc
             return
-        if self.text.strip():
-            self._future = _embedding_pool().submit(self.embedder.embed, [self.text])
+        if text.strip():
+            self._future = _embedding_pool().submit(self.embedder.embed, [text])
+
+    @classmethod
+    def from_message(cls, asked: dict[str, Any] | None) -> QuestionEmbedding | None:
+        """Start on the question the task message carried, before the run is even read; None without one."""
+        if not asked or not isinstance(asked.get("question"), str) or not isinstance(asked.get("embedder"), str):
+            return None
+        return cls(asked["question"], asked["embedder"])
 
     def vector(self) -> list[float]:
         """Raises EmbeddingError when embedding failed."""
@@ -116,23 +116,32 @@ class QuestionEmbedding:
 
 
 class Turn:
-    def __init__(self, run: AgentRun, heartbeat: Heartbeat, question: QuestionEmbedding) -> None:
+    def __init__(self, run: AgentRun, heartbeat: Heartbeat, early: QuestionEmbedding | None = None) -> None:
         self.run = run
-        self.question = question
-        self.user = run.owner
         self.config = run.config or {}
         self.heartbeat = heartbeat
+        self.history = chat_history(run)
+        asked = self.history[-1] if self.history else None
+        # The person who asked, loaded with the history; the turn acts as them.
+        self.user = asked.owner if asked is not None and asked.owner_id == run.owner_id else run.owner
+        text, embedder = asked.content if asked is not None else "", str(_setting(self.config, "EMBEDDER"))
+        matches = early is not None and early.text == text and early.embedder_spec == embedder
+        self.question = early if early is not None and matches else QuestionEmbedding(text, embedder)
         # A run taken up for the first time has no steps yet: skip the query.
         self.steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
-        self._next_cancel_check = 0.0
+        # The claim read the row's cancel flag, and the faster Redis flag is only ever set after that one:
+        # the first Redis lookup can wait its turn.
+        self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
 
     # --- entry -------------------------------------------------------------------------------
 
     def execute(self) -> None:
         try:
+            if self.run.cancel_requested:
+                raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
             self._boundary()
             self.model = get_model(str(self.config.get("model") or DEFAULTS["MODEL"]))
             self._resume_replay_position()
@@ -233,7 +242,9 @@ class Turn:
 
     def _preamble(self) -> list[Message]:
         keep = int(_setting(self.config, "KEEP_MESSAGES"))
-        summary, conversation, notices = conversation_window(self.run, keep=keep, summarise=self._summarise)
+        summary, conversation, notices = conversation_window(
+            self.run, self.history, keep=keep, summarise=self._summarise
+        )
         for notice in notices:
             self._notice(notice)
         spec = str(self.config.get("spec") or self.run.spec)
@@ -467,17 +478,22 @@ class Turn:
                             embedder=self.question.embedder)
 
 
-def run_turn(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None]) -> str:
-    """Claim the run and work on it until it answers, pauses or stops. Returns what happened."""
-    question = QuestionEmbedding(run_id)  # starts embedding at once, alongside the claim and setup
+def run_turn(
+    run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None], asked: dict[str, Any] | None = None
+) -> str:
+    """Claim the run and work on it until it answers, pauses or stops. Returns what happened.
+
+    `asked` is what the task message may carry about the question ({"question", "embedder"}): with it,
+    embedding the question starts before the run is claimed. The turn checks it against the stored
+    message and embeds again if they differ; without it, embedding starts once the history is read.
+    """
+    early = QuestionEmbedding.from_message(asked)
     run = claim(run_id, holder)
     if run is None:
         return "not claimed"
-    if question.owner is not None and question.owner.pk == run.owner_id:
-        run.owner = question.owner
     with Heartbeat(run_id, holder) as heartbeat:
         try:
-            Turn(run, heartbeat, question).execute()
+            Turn(run, heartbeat, early).execute()
         except Exception as exc:
             logger.exception("Run %s crashed", run_id)
             current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
