@@ -74,36 +74,38 @@ def chat_send(
 
     chats = AgentChat.objects.for_user(user).select_for_update()
     if chat_id is not None:
-        found = chats.filter(pk=chat_id).first()
-        if found is None:
+        chat = chats.filter(pk=chat_id).first()
+        if chat is None:
             raise NotFound(f"No chat {chat_id!r}.")
-        chat = found
     else:
-        current = None if new_chat else chats.order_by("-updated_at", "-id").first()
-        chat = current or AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC)
-
-    active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
-    if active is not None:
-        if active.status != AgentRun.Status.AWAITING_CONFIRMATION:
-            raise Refused(
-                "run_active",
-                "The assistant is still working on your previous message in this chat. Wait for it, or stop it.",
-            )
-        _supersede(active)
+        chat = None if new_chat else chats.order_by("-updated_at", "-id").first()
+    if chat is None:
+        # A chat made now has no runs to wait for, and takes its title from this first message.
+        chat = AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC, title=text[:80])
+    else:
+        active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
+        if active is not None:
+            if active.status != AgentRun.Status.AWAITING_CONFIRMATION:
+                raise Refused(
+                    "run_active",
+                    "The assistant is still working on your previous message in this chat. Wait for it, or stop it.",
+                )
+            _supersede(active)
+        if not chat.title:
+            chat.title = text[:80]
+        chat.save(update_fields=["title", "updated_at"])  # also marks it the person's current chat
 
     config = run_config()
     run = AgentRun.objects.create(
         owner=user, chat=chat, spec=chat.spec, model=str(config["model"]), config=config
     )
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
-    if not chat.title:
-        chat.title = text[:80]
-    chat.save(update_fields=["title", "updated_at"])  # also marks it the person's current chat
+    # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
+    # event goes out. The question rides along so the worker can embed it for recall at once.
+    _enqueue(run.pk, {"question": text, "embedder": config["embedder"]})
     sent = run_event("assistant.sent", run, chat=chat_payload(chat), message=message_payload(message),
                      run=run_payload(run), request_id=request_id)
     publish_to_user(user.pk, sent)
-    # The question rides along so the worker can embed it for recall before it has read anything.
-    _enqueue(run.pk, {"question": text, "embedder": config["embedder"]})
     return Sent(chat=chat, message=message, run=run)
 
 
@@ -144,7 +146,10 @@ def run_finish(
     run.finished_at = now
     run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
     run.lease_owner, run.lease_expires_at = "", None
-    run.save()
+    run.save(update_fields=[
+        "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
+        "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
+    ])
     if status == AgentRun.Status.CANCELLED:
         publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
     elif status != AgentRun.Status.SUCCEEDED:

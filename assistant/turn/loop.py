@@ -212,8 +212,8 @@ class Turn:
         self._publish_step(step)
         return step
 
-    def _save_step(self, step: AgentStep) -> None:
-        step.save()
+    def _save_step(self, step: AgentStep, *fields: str) -> None:
+        step.save(update_fields=fields)
         self._publish_step(step)
 
     def _publish_step(self, step: AgentStep) -> None:
@@ -230,7 +230,7 @@ class Turn:
                 step.took_effect = None
                 step.reason = UNKNOWN_OUTCOME
                 step.result = {"status": "unknown", "took_effect": None, "reason": UNKNOWN_OUTCOME}
-                self._save_step(step)
+                self._save_step(step, "state", "took_effect", "reason", "result")
 
     def _resume_replay_position(self) -> None:
         # A replaying model (the scripted one) must continue where the run's earlier attempt stopped.
@@ -373,7 +373,7 @@ class Turn:
                                           call_id=call.id, arguments=call.arguments)
         if existing is not None:
             step.state = State.STARTED
-            self._save_step(step)
+            self._save_step(step, "state")
         started = time.monotonic()
         outcome = execute_tool(
             self.user, call.name, call.arguments,
@@ -423,7 +423,7 @@ class Turn:
         step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
         if started is not None:
             step.duration_ms = int((time.monotonic() - started) * 1000)
-        self._save_step(step)
+        self._save_step(step, "state", "result", "took_effect", "reason", "duration_ms")
 
     # --- finish ------------------------------------------------------------------------------
 
