@@ -23,7 +23,7 @@ from django.utils import timezone
 from assistant import signals
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
-from assistant.events import publish_to_user
+from assistant.events import publish_to_user, publisher
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentMessage, AgentRun, AgentStep
@@ -437,7 +437,9 @@ class Turn:
             publish_to_user(self.run.owner_id, run_event(
                 "assistant.replied", run, message=message_payload(message), run=run_payload(run)
             ))
-        self._record("success", "")
+        # The reply leaves before the bookkeeping below starts competing with it for the interpreter.
+        publisher.flush(timeout=1.0)
+        self._record(run, "success", "")
         self._remember(reply)
 
     def _stop(self, stop: StopRun) -> None:
@@ -447,16 +449,16 @@ class Turn:
         run_finish(run=run, status=stop.status, stop_reason=stop.stop_reason, error=stop.message, steps=self.steps)
         outcomes: dict[str, str] = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}
         status = outcomes.get(stop.status, "error")
-        self._record(status, stop.message)
+        self._record(run, status, stop.message)
 
-    def _record(self, status: str, error: str) -> None:
+    def _record(self, run: AgentRun, status: str, error: str) -> None:
+        """File the finished run (as `run_finish` left it) in the registry."""
         tool_steps = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
-        self.run.refresh_from_db()
         entry = {
-            "run_id": self.run.pk, "chat_id": self.run.chat_id, "status": status,
-            "duration_ms": self.run.duration_ms or 0, "tool_calls": len(tool_steps),
+            "run_id": run.pk, "chat_id": run.chat_id, "status": status,
+            "duration_ms": run.duration_ms or 0, "tool_calls": len(tool_steps),
             "tool_errors": sum(1 for step in tool_steps if step.failed),
-            "token_usage": self.run.total_tokens, "intent": self.run.intent or None,
+            "token_usage": run.total_tokens, "intent": run.intent or None,
             "tools_used": [step.tool_name for step in tool_steps],
             "failed_tools": [step.tool_name for step in tool_steps if step.failed],
             "error_summary": error[:200] or None,
