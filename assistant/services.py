@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from assistant.conf import assistant_settings
+from assistant.conf import DEFAULTS, assistant_settings
 from assistant.events import publish_to_user
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
@@ -44,6 +44,11 @@ def run_config() -> dict[str, Any]:
         "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,
         "recall_limit": s.RECALL_LIMIT,
     }
+
+
+def run_setting(run: AgentRun, key: str) -> Any:
+    """A setting as the run keeps it (see `run_config`), or the default for a key the run predates."""
+    return (run.config or {}).get(key.lower(), DEFAULTS[key])
 
 
 def _enqueue(run_id: int, asked: dict[str, Any] | None = None) -> None:

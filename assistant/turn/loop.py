@@ -28,7 +28,7 @@ from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCal
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
-from assistant.services import run_finish
+from assistant.services import run_finish, run_setting
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.turn.context import chat_history, conversation_window, system_prompt
 from assistant.turn.lease import Heartbeat
@@ -61,10 +61,6 @@ class StopRun(Exception):
 
 class LeaseLost(Exception):
     """Another worker took the run over (this one was presumed dead); stop touching it."""
-
-
-def _setting(config: dict[str, Any], key: str) -> Any:
-    return config.get(key.lower(), DEFAULTS[key])
 
 
 def _call_key(name: str, arguments: dict[str, Any]) -> str:
@@ -108,6 +104,9 @@ class QuestionEmbedding:
             return None
         return cls(asked["question"], asked["embedder"])
 
+    def is_for(self, text: str, embedder_spec: str) -> bool:
+        return self.text == text and self.embedder_spec == embedder_spec
+
     def vector(self) -> list[float]:
         """Raises EmbeddingError when embedding failed."""
         if self._error is not None:
@@ -124,24 +123,25 @@ class Turn:
         asked = self.history[-1] if self.history else None
         # The person who asked, loaded with the history; the turn acts as them.
         self.user = asked.owner if asked is not None and asked.owner_id == run.owner_id else run.owner
-        text, embedder = asked.content if asked is not None else "", str(_setting(self.config, "EMBEDDER"))
-        matches = early is not None and early.text == text and early.embedder_spec == embedder
-        self.question = early if early is not None and matches else QuestionEmbedding(text, embedder)
+        text, embedder = asked.content if asked is not None else "", str(run_setting(self.run, "EMBEDDER"))
+        if early is None or not early.is_for(text, embedder):
+            early = QuestionEmbedding(text, embedder)
+        self.question = early
         # A run taken up for the first time has no steps yet: skip the query.
         self.steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
         # The claim read the row's cancel flag, and the faster Redis flag is only ever set after that one:
-        # the first Redis lookup can wait its turn.
+        # the first Redis lookup can wait its turn, and a flag already set stops the run at its first boundary.
         self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
+        if run.cancel_requested:
+            heartbeat.cancelled.set()
 
     # --- entry -------------------------------------------------------------------------------
 
     def execute(self) -> None:
         try:
-            if self.run.cancel_requested:
-                raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
             self._boundary()
             self.model = get_model(str(self.config.get("model") or DEFAULTS["MODEL"]))
             self._resume_replay_position()
@@ -191,7 +191,7 @@ class Turn:
                 raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
 
     def _check_wall_time(self) -> None:
-        limit = float(_setting(self.config, "MAX_WALL_SECONDS"))
+        limit = float(run_setting(self.run, "MAX_WALL_SECONDS"))
         started = self.run.clock_started_at or self.run.started_at or self.run.created_at
         if (timezone.now() - started).total_seconds() > limit:
             raise StopRun(Status.TIMED_OUT, "wall_time",
@@ -241,7 +241,7 @@ class Turn:
     # --- context -----------------------------------------------------------------------------
 
     def _preamble(self) -> list[Message]:
-        keep = int(_setting(self.config, "KEEP_MESSAGES"))
+        keep = int(run_setting(self.run, "KEEP_MESSAGES"))
         summary, conversation, notices = conversation_window(
             self.run, self.history, keep=keep, summarise=self._summarise
         )
@@ -249,7 +249,7 @@ class Turn:
             self._notice(notice)
         spec = str(self.config.get("spec") or self.run.spec)
         prompt = system_prompt(
-            instructions=str(_setting(self.config, "INSTRUCTIONS")),
+            instructions=str(run_setting(self.run, "INSTRUCTIONS")),
             profile_line=profile_summary(owner=self.user, spec_name=spec),
             memories=self._recall(conversation),
             summary=summary,
@@ -265,7 +265,7 @@ class Turn:
         return response
 
     def _recall(self, conversation: list[Message]) -> list[str]:
-        limit = int(_setting(self.config, "RECALL_LIMIT"))
+        limit = int(run_setting(self.run, "RECALL_LIMIT"))
         try:
             vector = self.question.vector()
         except EmbeddingError as exc:
@@ -289,12 +289,12 @@ class Turn:
 
     def _check_limits(self) -> None:
         model_calls = sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL)
-        limit = int(_setting(self.config, "MAX_MODEL_CALLS"))
+        limit = int(run_setting(self.run, "MAX_MODEL_CALLS"))
         if model_calls >= limit:
             raise StopRun(Status.FAILED, "max_model_calls",
                           f"The assistant stopped: it reached its limit of {limit} model calls for one request.")
         tokens = sum(step.prompt_tokens + step.completion_tokens for step in self.steps)
-        token_limit = int(_setting(self.config, "MAX_TOKENS_PER_RUN"))
+        token_limit = int(run_setting(self.run, "MAX_TOKENS_PER_RUN"))
         if tokens >= token_limit:
             raise StopRun(Status.FAILED, "max_tokens",
                           f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
@@ -384,11 +384,11 @@ class Turn:
 
     def _check_tool_limits(self, call: ToolCall) -> None:
         tool_steps = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
-        limit = int(_setting(self.config, "MAX_TOOL_CALLS"))
+        limit = int(run_setting(self.run, "MAX_TOOL_CALLS"))
         if len(tool_steps) >= limit:
             raise StopRun(Status.FAILED, "max_tool_calls",
                           f"The assistant stopped: it reached its limit of {limit} tool calls for one request.")
-        repeats = int(_setting(self.config, "MAX_IDENTICAL_TOOL_CALLS"))
+        repeats = int(run_setting(self.run, "MAX_IDENTICAL_TOOL_CALLS"))
         key = _call_key(call.name, call.arguments)
         recent = [_call_key(step.tool_name, step.arguments) for step in tool_steps[-(repeats - 1):]]
         if repeats > 1 and len(recent) == repeats - 1 and all(previous == key for previous in recent):

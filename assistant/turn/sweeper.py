@@ -13,9 +13,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from assistant.conf import DEFAULTS
 from assistant.models import AgentRun
-from assistant.services import run_finish
+from assistant.services import run_finish, run_setting
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ def sweep_runs(*, enqueue: object = None) -> dict[str, list[int]]:
     )
     timed_out: list[int] = []
     for run in AgentRun.objects.filter(status=AgentRun.Status.RUNNING).only("pk", "config", "clock_started_at"):
-        limit = float((run.config or {}).get("max_wall_seconds", DEFAULTS["MAX_WALL_SECONDS"]))
+        limit = float(run_setting(run, "MAX_WALL_SECONDS"))
         if run.clock_started_at and now - run.clock_started_at > timedelta(seconds=limit + WALL_GRACE_SECONDS):
             timed_out.append(run.pk)
     for run_id in timed_out:
