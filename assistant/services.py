@@ -16,6 +16,7 @@ from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
+from assistant.tools.offer import resolve_scope
 
 
 class Refused(Exception):
@@ -34,11 +35,20 @@ class Sent:
     run: AgentRun
 
 
-def run_config() -> dict[str, Any]:
-    """The settings a new run keeps for its whole life (see AgentRun.config)."""
+def run_config(*, spec: str | None = None) -> dict[str, Any]:
+    """The settings a new run under `spec` (default: the SPEC setting) keeps for its whole life (see
+    AgentRun.config). Its permission profile is the spec's own; PERMISSION_PROFILE only when the spec
+    declares none."""
     s = assistant_settings
+    spec = spec or s.SPEC
+    try:
+        profile: str | None = resolve_scope(spec).profile.name
+    except ValueError:
+        # A spec or profile name that does not exist: the run then fails saying which (and
+        # `manage.py check` names it at start-up), rather than the message being refused here.
+        profile = None
     return {
-        "model": s.MODEL, "embedder": s.EMBEDDER, "spec": s.SPEC, "permission_profile": s.PERMISSION_PROFILE,
+        "model": s.MODEL, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
         "instructions": s.INSTRUCTIONS, "max_model_calls": s.MAX_MODEL_CALLS, "max_tool_calls": s.MAX_TOOL_CALLS,
         "max_wall_seconds": s.MAX_WALL_SECONDS, "max_tokens_per_run": s.MAX_TOKENS_PER_RUN,
         "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,

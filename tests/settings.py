@@ -7,5 +7,10 @@ from config.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 ROOT_URLCONF = "tests.urls"
-# Tests make many runs in a minute on purpose.
-ASSISTANT = {**ASSISTANT, "RUNS_PER_MINUTE": 10_000}  # noqa: F405
+# Tests make many runs in a minute on purpose. The worker resolves a run's spec by name in these
+# settings, so a spec a worker test runs under is declared here.
+ASSISTANT = {
+    **ASSISTANT,  # noqa: F405
+    "RUNS_PER_MINUTE": 10_000,
+    "SPECS": {"test-reader": {"tools": "__all__", "permission_profile": "restricted"}},
+}

@@ -86,3 +86,33 @@ def check_tools(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         else:
             messages.extend(_read_messages(definition))
     return messages
+
+
+@register()
+def check_specs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Every permission profile named in settings exists, and every tool a spec lists is declared: a
+    misspelt profile would fail every run under it, a misspelt tool would silently never be offered."""
+    from assistant.conf import assistant_settings
+    from assistant.tools.offer import PROFILES
+
+    messages: list[CheckMessage] = []
+    named = [("PERMISSION_PROFILE", assistant_settings.PERMISSION_PROFILE)]
+    for spec_name, spec in assistant_settings.SPECS.items():
+        declared = spec.get("permission_profile", spec.get("profile")) if isinstance(spec, dict) else None
+        if isinstance(declared, str):
+            named.append((f"SPECS[{spec_name!r}]", declared))
+        tools = spec.get("tools") if isinstance(spec, dict) else None
+        if isinstance(tools, list | tuple | set | frozenset):
+            unknown = sorted(str(name) for name in tools if name not in registry)
+            if unknown:
+                messages.append(Warning(
+                    f"SPECS[{spec_name!r}] lists tool(s) that are not declared: {', '.join(unknown)}.",
+                    hint="Check the names with `manage.py assistant_tools`.", id="assistant.W014",
+                ))
+    for where, profile in named:
+        if profile not in PROFILES:
+            messages.append(Error(
+                f"{where} names the permission profile {profile!r}, which does not exist.",
+                hint=f"Use one of: {', '.join(PROFILES)}.", id="assistant.E015",
+            ))
+    return messages

@@ -76,9 +76,34 @@ def _attr(spec: Any, *names: str) -> Any:
     return None
 
 
+def _profile(value: str | PermissionProfile) -> PermissionProfile:
+    if isinstance(value, PermissionProfile):
+        return value
+    if value not in PROFILES:
+        raise ValueError(f"Unknown permission profile {value!r}; known: {', '.join(PROFILES)}.")
+    return PROFILES[value]
+
+
+def narrowest(first: PermissionProfile, second: PermissionProfile) -> PermissionProfile:
+    """The profile that allows only what both allow and asks first whenever either would."""
+    rules = (
+        first.allows_writes and second.allows_writes,
+        first.honours_declared_confirm or second.honours_declared_confirm,
+        first.confirms_destructive or second.confirms_destructive,
+    )
+    for candidate in (first, second, *PROFILES.values()):
+        if (candidate.allows_writes, candidate.honours_declared_confirm, candidate.confirms_destructive) == rules:
+            return candidate
+    return PermissionProfile(f"{first.name}+{second.name}", *rules)
+
+
 def resolve_scope(spec: Any = None, profile: str | PermissionProfile | None = None) -> ToolScope:
     """The scope for a spec (None, a name from the SPECS setting, or an object/dict with `tools` and
-    `permission_profile`) under an optional explicit profile. Unknown names raise ValueError."""
+    `permission_profile`) under an optional explicit profile. Unknown names raise ValueError.
+
+    A spec that declares a profile gets that profile: an explicit `profile` may narrow it, never widen
+    it. For a spec that declares none, the explicit profile applies, else the PERMISSION_PROFILE setting.
+    """
     if spec is None or isinstance(spec, str):
         name = spec or assistant_settings.SPEC
         specs = assistant_settings.SPECS
@@ -90,12 +115,12 @@ def resolve_scope(spec: Any = None, profile: str | PermissionProfile | None = No
             raise ValueError(f"Unknown assistant spec {name!r}; known: {', '.join(sorted(specs)) or 'none'}.")
     tools = _attr(spec, "tools")
     names = None if tools in (None, "__all__") else frozenset(tools)
-    chosen = profile or _attr(spec, "permission_profile", "profile") or assistant_settings.PERMISSION_PROFILE
-    if isinstance(chosen, PermissionProfile):
-        return ToolScope(names, chosen)
-    if chosen not in PROFILES:
-        raise ValueError(f"Unknown permission profile {chosen!r}; known: {', '.join(PROFILES)}.")
-    return ToolScope(names, PROFILES[chosen])
+    declared = _attr(spec, "permission_profile", "profile")
+    asked = _profile(profile) if profile is not None else None
+    if declared is None:
+        return ToolScope(names, asked or _profile(assistant_settings.PERMISSION_PROFILE))
+    ceiling = _profile(declared)
+    return ToolScope(names, ceiling if asked is None else narrowest(ceiling, asked))
 
 
 def _permitted(user: Any, permission: Any) -> bool:

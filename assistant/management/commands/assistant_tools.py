@@ -8,25 +8,30 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from assistant.services import run_config
 from assistant.tools import PROFILES, registry, tools_for
 from assistant.tools.offer import offer, resolve_scope
 
 
 class Command(BaseCommand):
     help = (
-        "List the assistant's tools with their argument schemas: as a user would be offered them "
-        "(--user), or every declared tool."
+        "List the assistant's tools with their argument schemas: as a run under a spec would offer them "
+        "to a user (--user), or every declared tool."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", help="username: list only what this user would be offered")
         parser.add_argument("--spec", help="assistant spec name (default: the SPEC setting)")
-        parser.add_argument("--profile", choices=sorted(PROFILES), help="permission profile to apply")
+        parser.add_argument("--profile", choices=sorted(PROFILES),
+                            help="permission profile to try; it may narrow the spec's own, never widen it")
         parser.add_argument("--json", action="store_true", help="machine-readable output")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # The spec and profile a run queued now would keep, resolved exactly as the run resolves them.
         try:
-            scope = resolve_scope(options["spec"], options["profile"])
+            resolve_scope(options["spec"])
+            config = run_config(spec=options["spec"])
+            scope = resolve_scope(config["spec"], options["profile"] or config["permission_profile"])
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         if options["user"]:
@@ -34,7 +39,7 @@ class Command(BaseCommand):
                 user = get_user_model()._default_manager.get_by_natural_key(options["user"])
             except get_user_model().DoesNotExist as exc:
                 raise CommandError(f"No user named {options['user']!r}.") from exc
-            tools = tools_for(user, options["spec"], scope.profile)
+            tools = tools_for(user, config["spec"], scope.profile)
         else:
             tools = [offer(definition, scope) for definition in registry.all()]
         if options["json"]:
@@ -43,7 +48,11 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(payload, indent=2))
             return
         who = f"offered to {options['user']}" if options["user"] else "declared"
-        self.stdout.write(f"{len(tools)} tool(s) {who}, profile {scope.profile.name}:\n")
+        capped = ""
+        if options["profile"] and options["profile"] != scope.profile.name:
+            capped = f" (--profile {options['profile']} cannot widen the spec's {scope.profile.name})"
+        self.stdout.write(f"{len(tools)} tool(s) {who} by spec {config['spec']}, profile {scope.profile.name}"
+                          f"{capped}:\n")
         for t in tools:
             flags = [t.kind] + (["destructive"] if t.destructive else []) + (["asks first"] if t.confirm else [])
             self.stdout.write(self.style.SUCCESS(t.name) + f"  ({', '.join(flags)})")
