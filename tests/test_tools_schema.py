@@ -106,8 +106,9 @@ urlpatterns = [
 @override_settings(ROOT_URLCONF=__name__)
 def test_url_kwargs_and_typed_parameters_make_the_schema_and_are_passed_through(alice: Any) -> None:
     with register_temporarily():
-        tool(name="test_booking")(booking)
-        tool(name="test_by_slug")(by_slug)
+        # Plain function views: only a declaration makes them reads.
+        tool(name="test_booking", method="GET")(booking)
+        tool(name="test_by_slug", method="GET")(by_slug)
         offered = {t.name: t for t in tools_for(alice)}
         schema = offered["test_booking"].parameters
         slug_schema = offered["test_by_slug"].parameters["properties"]

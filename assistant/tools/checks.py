@@ -1,15 +1,15 @@
-"""System checks for declared tools (assistant.E010… / W010…), run by `manage.py check` and at start-up."""
+"""System checks for declared tools (assistant.E010… / W010… / I010), run by `manage.py check` and at start-up."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Info, Warning, register
 from django.core.exceptions import FieldDoesNotExist
 
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
 from assistant.tools.reads import model_field
-from assistant.tools.registry import registry
+from assistant.tools.registry import _where, registry
 
 
 def _view_messages(definition: ViewTool) -> list[CheckMessage]:
@@ -19,28 +19,42 @@ def _view_messages(definition: ViewTool) -> list[CheckMessage]:
         messages.append(Error(
             f"Tool {definition.name!r} is declared on a view that no named URL pattern routes to.",
             hint="Route the view with path(..., name=...); the executor reverses that name.",
-            obj=definition.view, id="assistant.E012",
+            obj=_where(definition), id="assistant.E012",
         ))
         return messages
     if binding.problem:
         messages.append(Error(
             f"Tool {definition.name!r} cannot be offered: {binding.problem}.",
             hint="Give the form JSON-friendly fields, or pass form=... to @tool.",
-            obj=definition.view, id="assistant.E013",
+            obj=_where(definition), id="assistant.E013",
         ))
     elif binding.unsupported:
         messages.append(Warning(
             f"Tool {definition.name!r} leaves out optional field(s) with no JSON form: "
             f"{', '.join(binding.unsupported)}.",
             hint="The assistant cannot fill them; that is fine if they are truly optional.",
-            obj=definition.view, id="assistant.W012",
+            obj=_where(definition), id="assistant.W012",
+        ))
+    if definition.kind_basis == "proved" and definition.kind == "read":
+        messages.append(Info(
+            f"Tool {definition.name!r} is a read: {definition.kind_reason}. Reads are offered under the "
+            "restricted profile and run without a transaction.",
+            obj=_where(definition), id="assistant.I010",
+        ))
+    elif definition.kind_basis == "assumed":
+        messages.append(Warning(
+            f"Tool {definition.name!r} is treated as a write: {definition.kind_reason}. It is offered only "
+            "where writes are allowed and is fired as a POST, in a transaction.",
+            hint='If it only reads, declare method="GET" (or put @require_GET / @require_safe beneath @tool, '
+            'where it can see them); if it writes, declare method="POST" to say so.',
+            obj=_where(definition), id="assistant.W013",
         ))
     if definition.kind == "write" and definition.permission is None and not binding.guarded:
         messages.append(Warning(
             f"Write tool {definition.name!r} has no permission story: no permission= and the view "
             "does not require a login.",
             hint="Add @login_required / LoginRequiredMixin (and scope the queryset), or permission=...",
-            obj=definition.view, id="assistant.W011",
+            obj=_where(definition), id="assistant.W011",
         ))
     return messages
 

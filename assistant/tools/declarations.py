@@ -14,7 +14,10 @@ from typing import Any
 
 from django import forms
 from django.db import models
+from django.views.generic.base import TemplateView
+from django.views.generic.detail import BaseDetailView
 from django.views.generic.edit import BaseUpdateView, DeletionMixin, ProcessFormView
+from django.views.generic.list import BaseListView
 
 from assistant.tools.registry import registry
 from assistant.tools.schema import DerivedSchema, form_schema, parameters_schema, url_kwargs_schema
@@ -45,6 +48,10 @@ class ViewTool:
     form_class: type[forms.BaseForm] | None = None
     fields: list[str] | None = None
     descriptions: dict[str, str] = field(default_factory=dict)
+    #: How `method` was decided: "declared" (method=), "proved" (the view shows it), or "assumed" (a
+    #: write, because nothing shows it only reads); `kind_reason` says it in words.
+    kind_basis: str = "declared"
+    kind_reason: str = ""
 
     kind_of = "view"
 
@@ -122,6 +129,61 @@ def _default_name(view: Any) -> str:
     return f"{module}_{base}"
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Django's display views: their own GET handler fetches and renders, and changes nothing.
+DISPLAY_VIEWS: tuple[type, ...] = (BaseListView, BaseDetailView, TemplateView)
+
+
+def accepted_methods(view: Any) -> frozenset[str] | None:
+    """The methods a function view's `require_http_methods` family of decorators lets through (those
+    decorators leave only a closure over `request_method_list`), or None when none restricts them."""
+    accepted: frozenset[str] | None = None
+    current = view
+    while current is not None:
+        code = getattr(current, "__code__", None)
+        if code is not None and code.co_qualname.startswith("require_http_methods.") and current.__closure__:
+            cells = dict(zip(code.co_freevars, current.__closure__, strict=True))
+            if "request_method_list" in cells:
+                methods = frozenset(str(m).upper() for m in cells["request_method_list"].cell_contents)
+                accepted = methods if accepted is None else accepted & methods
+        current = getattr(current, "__wrapped__", None)
+    return accepted
+
+
+def infer_method(view: Any, form: type[forms.BaseForm] | None) -> tuple[str, str, str]:
+    """(method, basis, reason) for a view whose method is not declared: GET, a read, only when the view
+    proves it only reads; otherwise POST, a write — offered only where writes are, run in a transaction."""
+    if inspect.isclass(view):
+        name = view.__name__
+        if issubclass(view, DeletionMixin):
+            return "POST", "proved", f"{name} is a delete view"
+        if issubclass(view, ProcessFormView):
+            return "POST", "proved", f"{name} is a form view"
+        display = next((base for base in DISPLAY_VIEWS if issubclass(view, base)), None)
+        if display is not None:
+            owner = next(klass for klass in view.__mro__ if "get" in vars(klass))
+            if owner.__module__.startswith("django.views.generic."):
+                shown = {BaseListView: "ListView", BaseDetailView: "DetailView"}.get(display, display.__name__)
+                return "GET", "proved", f"{name} is Django's {shown}, whose GET handler only reads"
+            return "POST", "assumed", f"{name} overrides get(), so nothing proves it only reads"
+        return "POST", "assumed", (f"nothing proves {name} only reads (it is not a ListView, DetailView or "
+                                   "TemplateView)")
+    if form is not None:
+        return "POST", "proved", "it validates a form (form=)"
+    accepted = accepted_methods(view)
+    if accepted is not None and "GET" in accepted and accepted <= SAFE_METHODS:
+        decorator = {frozenset({"GET"}): "require_GET", frozenset({"GET", "HEAD"}): "require_safe"}.get(
+            accepted, "require_http_methods")
+        return "GET", "proved", f"it accepts only {', '.join(sorted(accepted))} ({decorator})"
+    if accepted is not None and not accepted & SAFE_METHODS:
+        return "POST", "proved", f"it accepts only {', '.join(sorted(accepted))}"
+    if accepted is not None:
+        unsafe = ", ".join(sorted(accepted - SAFE_METHODS))
+        return "POST", "assumed", f"it accepts {unsafe}, so nothing proves it only reads"
+    return "POST", "assumed", ("nothing declares or proves it only reads (no method=, form=, require_GET or "
+                               "require_safe)")
+
+
 def tool(
     description: str | None = None,
     *,
@@ -140,22 +202,23 @@ def tool(
     `description` defaults to the docstring. `confirm=True` asks the user before it runs.
     `permission` is a permission codename (or several, or a callable taking the user) needed to be
     offered the tool. For class-based form views the method (POST), the form, `destructive` (delete
-    views) and `partial` (update views: omitted fields keep their current values) are inferred;
-    function views say `method="POST"` and `form=...` themselves. `fields` lists the object fields
-    a list/detail view hands back. Keyword-only typed parameters of a function view become
-    arguments too.
+    views) and `partial` (update views: omitted fields keep their current values) are inferred.
+    A tool is a read (GET) only when `method="GET"` says so or the view proves it: a function view
+    that accepts only safe methods (`require_GET`, `require_safe`), or a ListView, DetailView or
+    TemplateView whose GET handler is Django's own. Anything else is a write (POST). `fields` lists
+    the object fields a list/detail view hands back. Keyword-only typed parameters of a function view
+    become arguments too.
     """
 
     def decorate(view: Any) -> Any:
         is_class = inspect.isclass(view)
         text = " ".join((description or "").split()) or _clean_doc(view)
-        if is_class:
-            inferred_method = "POST" if issubclass(view, ProcessFormView | DeletionMixin) else "GET"
-            inferred_destructive = issubclass(view, DeletionMixin)
-            inferred_partial = issubclass(view, BaseUpdateView)
+        if method is not None:
+            inferred_method, basis, reason = method.upper(), "declared", f"declared method={method.upper()!r}"
         else:
-            inferred_method = "POST" if form is not None else "GET"
-            inferred_destructive = inferred_partial = False
+            inferred_method, basis, reason = infer_method(view, form)
+        inferred_destructive = is_class and issubclass(view, DeletionMixin)
+        inferred_partial = is_class and issubclass(view, BaseUpdateView)
         definition = ViewTool(
             name=name or _default_name(view),
             description=text,
@@ -163,11 +226,13 @@ def tool(
             confirm=confirm,
             destructive=inferred_destructive if destructive is None else destructive,
             permission=permission,
-            method=(method or inferred_method).upper(),
+            method=inferred_method,
             partial=inferred_partial if partial is None else partial,
             form_class=form,
             fields=list(fields) if fields is not None else None,
             descriptions=dict(descriptions or {}),
+            kind_basis=basis,
+            kind_reason=reason,
         )
         if definition.method not in {"GET", "POST"}:
             raise ValueError(f"Tool {definition.name!r}: method must be GET or POST, not {definition.method!r}.")

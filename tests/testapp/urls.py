@@ -8,4 +8,5 @@ urlpatterns = [
     path("effect/", views.record_effect, name="test-record-effect"),
     path("slow-effect/", views.slow_effect, name="test-slow-effect"),
     path("wait/", views.wait, name="test-wait"),
+    path("undeclared-effect/", views.undeclared_effect, name="test-undeclared-effect"),
 ]

@@ -33,3 +33,13 @@ def slow_effect(request: HttpRequest, *, label: str, seconds: float) -> JsonResp
 def wait(request: HttpRequest, *, seconds: float) -> JsonResponse:
     time.sleep(min(seconds, 30.0))
     return JsonResponse({"waited": seconds})
+
+
+# A function view that declares neither a method nor a form: nothing proves it only reads, so the
+# assistant must treat it as a write (offered only where writes are, run as a POST in a transaction).
+@tool(name="test_undeclared_effect", description="Test suite: record a label through a view that declares no method.")
+@login_required
+def undeclared_effect(request: HttpRequest, *, label: str) -> JsonResponse:
+    Effect.objects.create(owner=request.user, label=label)
+    return JsonResponse({"recorded": label})
+
