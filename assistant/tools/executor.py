@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from django.contrib.messages.storage.base import BaseStorage
@@ -25,7 +25,7 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.db import models, transaction
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch, ResolverMatch, resolve, reverse
+from django.urls import NoReverseMatch, ResolverMatch, reverse
 from django.utils.datastructures import MultiValueDict
 from django_htmx.middleware import HtmxDetails
 
@@ -33,7 +33,7 @@ from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import parameters_of, refusal, resolve_scope
 from assistant.tools.reads import jsonable, run_read
-from assistant.tools.registry import Binding, registry
+from assistant.tools.registry import Binding, own_match, registry
 from assistant.tools.validation import validate_arguments
 
 logger = logging.getLogger(__name__)
@@ -260,11 +260,21 @@ def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict
     extra = {key: _coerce(arguments[key], hint) for key, hint in binding.annotations.items() if key in arguments}
     submitted = {key: value for key, value in arguments.items() if key not in url_kwargs and key not in extra}
     try:
-        path = reverse(binding.url_name, kwargs=url_kwargs)
+        # Decoded, as a server hands a request's path to Django (reverse() returns it %-encoded).
+        path = unquote(reverse(binding.url_name, kwargs=url_kwargs))
     except NoReverseMatch:
         return ToolOutcome(definition.name, "invalid", reason="the address arguments do not form a valid address",
                            data={"errors": {key: ["not a valid value here"] for key in url_kwargs}})
-    match = resolve(path)
+    match = own_match(definition, binding, path, url_kwargs)
+    if match is None:
+        logger.warning("Assistant tool %s: the address %r does not resolve to its own view with these arguments; "
+                       "an overlapping URL pattern catches it", definition.name, path)
+        return ToolOutcome(
+            definition.name, "invalid",
+            reason="the address these arguments make leads to another view, or to this one with other "
+                   "arguments; nothing was run",
+            data={"errors": {key: ["not a valid value here"] for key in url_kwargs}} if url_kwargs else None,
+        )
     if definition.method == "GET":
         data = QueryDict(mutable=True)
         for key, value in submitted.items():

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
-from django.urls import URLPattern, URLResolver, get_resolver
+from django.urls import Resolver404, ResolverMatch, URLPattern, URLResolver, get_resolver, resolve
 from django.urls.resolvers import RoutePattern
 from django.utils.module_loading import autodiscover_modules
 
@@ -172,6 +172,32 @@ def _guarded(callback: Any) -> bool:
             return True
         current = getattr(current, "__wrapped__", None)
     return False
+
+
+def _as_url(converter: Any, value: Any) -> str:
+    to_url = getattr(converter, "to_url", None)
+    return str(to_url(value)) if to_url is not None else str(value)
+
+
+def own_match(definition: ViewTool, binding: Binding, path: str, kwargs: dict[str, Any]) -> ResolverMatch | None:
+    """How `path` (built from `binding` with `kwargs`, decoded as a request carries it) resolves, if it
+    reaches this tool's own view under its own URL name with exactly those arguments; otherwise None.
+
+    Overlapping patterns make the difference: a `<path:...>` argument can carry the address into an
+    earlier pattern of another view, a broader pattern can shadow the tool's, and an address can split
+    into other arguments than those it was built from.
+    """
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return None
+    if _declared_on(match.func) is not definition or match.view_name != binding.url_name:
+        return None
+    for key, value in kwargs.items():
+        converter = binding.converters.get(key)
+        if key not in match.kwargs or _as_url(converter, match.kwargs[key]) != _as_url(converter, value):
+            return None
+    return match
 
 
 def _bind(definition: ViewTool, url_name: str, converters: dict[str, Any], guarded: bool) -> Binding:

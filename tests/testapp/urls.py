@@ -9,4 +9,12 @@ urlpatterns = [
     path("slow-effect/", views.slow_effect, name="test-slow-effect"),
     path("wait/", views.wait, name="test-wait"),
     path("undeclared-effect/", views.undeclared_effect, name="test-undeclared-effect"),
+    # Overlaps, on purpose: an address of test_overlap_note whose name ends in "/other" is another
+    # view's; test_shadowed_note's address is caught by the broader pattern before it; a
+    # test_pair_note address splits into other arguments than those it was built from.
+    path("overlap/<int:pk>/other/", views.overlap_other, name="test-overlap-other"),
+    path("overlap/<path:name>/", views.overlap_note, name="test-overlap-note"),
+    path("shadow/<str:word>/", views.shadow_catch_all, name="test-shadow-catch-all"),
+    path("shadow/new/", views.shadowed_note, name="test-shadowed-note"),
+    path("pair/<path:left>/<path:right>/", views.pair_note, name="test-pair-note"),
 ]

@@ -43,3 +43,47 @@ def undeclared_effect(request: HttpRequest, *, label: str) -> JsonResponse:
     Effect.objects.create(owner=request.user, label=label)
     return JsonResponse({"recorded": label})
 
+
+# Overlapping URL patterns (see urls.py): each tool's own address can resolve to another view, or to
+# itself with other arguments than the model chose. Each view records which view really ran.
+@tool(name="test_overlap_note", method="POST",
+      description="Test suite: record a note under a name that may hold slashes.")
+@login_required
+@require_POST
+def overlap_note(request: HttpRequest, name: str) -> JsonResponse:
+    Effect.objects.create(owner=request.user, label=f"note:{name}")
+    return JsonResponse({"noted": name})
+
+
+@login_required
+@require_POST
+def overlap_other(request: HttpRequest, pk: int) -> JsonResponse:
+    """Not a tool: a page the person may use in the browser, which the assistant was never given."""
+    Effect.objects.create(owner=request.user, label=f"other:{pk}")
+    return JsonResponse({"other": pk})
+
+
+@tool(name="test_shadowed_note", method="POST",
+      description="Test suite: record a note at an address a broader one shadows.")
+@login_required
+@require_POST
+def shadowed_note(request: HttpRequest) -> JsonResponse:
+    Effect.objects.create(owner=request.user, label="shadowed")
+    return JsonResponse({"noted": True})
+
+
+@login_required
+@require_POST
+def shadow_catch_all(request: HttpRequest, word: str) -> JsonResponse:
+    """Not a tool: routed before the shadowed one and matching its address."""
+    Effect.objects.create(owner=request.user, label=f"caught:{word}")
+    return JsonResponse({"caught": word})
+
+
+@tool(name="test_pair_note", method="POST",
+      description="Test suite: record a note from two parts, each may hold slashes.")
+@login_required
+@require_POST
+def pair_note(request: HttpRequest, left: str, right: str) -> JsonResponse:
+    Effect.objects.create(owner=request.user, label=f"pair:{left}|{right}")
+    return JsonResponse({"left": left, "right": right})
