@@ -29,11 +29,6 @@ from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect
 
 
-def plain(request: HttpRequest) -> JsonResponse:
-    """Answer."""
-    return JsonResponse({"method": request.method})
-
-
 class TaskList(ListView):
     """List tasks."""
 
