@@ -163,7 +163,8 @@ def infer_method(view: Any, form: type[forms.BaseForm] | None) -> tuple[str, str
         if display is not None:
             owner = next(klass for klass in view.__mro__ if "get" in vars(klass))
             if owner.__module__.startswith("django.views.generic."):
-                shown = {BaseListView: "ListView", BaseDetailView: "DetailView"}.get(display, display.__name__)
+                shown = {"BaseListView": "ListView", "BaseDetailView": "DetailView"}.get(
+                    display.__name__, display.__name__)
                 return "GET", "proved", f"{name} is Django's {shown}, whose GET handler only reads"
             return "POST", "assumed", f"{name} overrides get(), so nothing proves it only reads"
         return "POST", "assumed", (f"nothing proves {name} only reads (it is not a ListView, DetailView or "
