@@ -77,6 +77,8 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
         self._watcher = asyncio.create_task(self._watch_session())
+        # Runs from the person's sessions that ended unobserved stop before this tab loads them.
+        await database_sync_to_async(services.ended_sessions_runs_end)(user=user)
 
     async def disconnect(self, code: int) -> None:
         if self._watcher is not None:

@@ -10,7 +10,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from assistant.authority import SESSION_ENDED, SESSION_ENDED_MESSAGE, SentFrom, session_ended_event, session_group
+from assistant.authority import (
+    SESSION_ENDED,
+    SESSION_ENDED_MESSAGE,
+    SentFrom,
+    session_acts_as,
+    session_ended_event,
+    session_group,
+)
 from assistant.conf import DEFAULTS, assistant_settings
 from assistant.events import publish_to_user, publisher
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
@@ -228,3 +235,19 @@ def session_runs_end(*, session_key: str) -> list[AgentRun]:
     event = session_ended_event()
     transaction.on_commit(lambda: publisher.publish(session_group(session_key), event))
     return runs
+
+
+def ended_sessions_runs_end(*, user: Any) -> list[AgentRun]:
+    """End the person's queued and waiting runs whose session ended while none of its sockets was open to
+    notice (it expired, or was deleted, with the tab closed): called when the person connects again, so a
+    new session never shows, or answers, a question the old one can no longer act on."""
+    keys = set(
+        AgentRun.objects.for_user(user).filter(
+            status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
+        ).exclude(session_key="").values_list("session_key", flat=True)
+    )
+    ended: list[AgentRun] = []
+    for key in keys:
+        if not session_acts_as(key, user.pk):
+            ended.extend(session_runs_end(session_key=key))
+    return ended

@@ -335,6 +335,35 @@ def test_a_session_ending_without_logout_closes_the_socket_and_ends_the_waiting_
     assert Project.objects.filter(pk=home.pk).exists()
 
 
+def test_a_question_from_a_session_that_ended_unobserved_is_gone_when_the_person_returns(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    model = script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": home.pk}}]},
+                   {"text": "Deleted."})
+    old_tab = browser(alice)
+    with assistant_settings_with(MODEL=model):
+        run = chat_send(user=alice, content="delete Home",
+                        sent_from=SentFrom(session_key=session_key(old_tab), client_address=None, origin="")).run
+        wait_for_run(run.pk, "awaiting_confirmation")
+    _expire_session(alice, session_key(old_tab))  # the tab was closed: no socket was there to notice
+    socket = socket_of(browser(alice))
+
+    async def scenario() -> None:
+        assert (await socket.connect())[0]
+        await socket.send_json_to({"type": "assistant.load"})
+        loaded = await receive_until(socket, lambda event: event["type"] == "assistant.messages_loaded")
+        assert (loaded[-1]["active_run"], loaded[-1]["pending_confirmation"]) == (None, None)
+        await socket.send_json_to({"type": "assistant.confirm", "run_id": run.pk, "approve": True})
+        answer = await receive_until(socket, lambda event: event["type"] == "assistant.error")
+        assert answer[-1]["code"] == "nothing_to_confirm"
+        await socket.disconnect()
+
+    asyncio.run(scenario())
+    assert (AgentRun.objects.get(pk=run.pk).stop_reason, Project.objects.filter(pk=home.pk).exists()) == (
+        "session_ended", True)
+
+
 def test_a_working_run_takes_no_further_action_once_the_person_logged_out(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
