@@ -73,9 +73,13 @@
       self.send({ type: "assistant.load" });
     });
     this.socket.addEventListener("message", function (event) { self.handle(JSON.parse(event.data)); });
-    this.socket.addEventListener("close", function () {
+    this.socket.addEventListener("close", function (event) {
       self.input.disabled = true;
       self.button.disabled = true;
+      if (event.code === 4401) {  // the session ended (signed out): reconnecting cannot help
+        self.setStatus("Signed out — sign in again to use the assistant.", "");
+        return;
+      }
       self.setStatus("Offline — reconnecting…", "");
       setTimeout(function () { self.connect(); }, self.retry);
       self.retry = Math.min(self.retry * 2, 15000);
