@@ -22,15 +22,15 @@ import hashlib
 import ipaddress
 import time
 from dataclasses import dataclass
-from functools import cache
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.contrib import auth
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
 from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
+from django.utils.crypto import constant_time_compare
 
 if TYPE_CHECKING:
     from assistant.models import AgentRun
@@ -104,18 +104,32 @@ def _allowed_origin(origin: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-@cache
 def _session_store() -> Any:
     return import_module(settings.SESSION_ENGINE).SessionStore
 
 
 def session_user(session_key: str) -> Any | None:
-    """The active user signed in with that session, by Django's own rules (`auth.get_user`), or None."""
-    request = HttpRequest()
-    request.session = _session_store()(session_key)
-    user = auth.get_user(request)
-    if not user.is_authenticated or not getattr(user, "is_active", True):
+    """The active user signed in with that session, or None: the rules of Django's `auth.get_user` (the
+    session exists and has not expired, its backend still lists the user, the session's auth hash
+    matches the password's, by the current secret or a fallback one) without its side effects. Here
+    nothing answers the browser, so a session must not be flushed or given a new key by looking at it:
+    the person's cookie would then name a session that no longer exists."""
+    session = _session_store()(session_key)
+    try:
+        user_id = get_user_model()._meta.pk.to_python(session[SESSION_KEY])
+        backend_path = session[BACKEND_SESSION_KEY]
+    except KeyError:  # not signed in, expired or deleted: the store loads an empty session
         return None
+    if backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return None
+    user = load_backend(backend_path).get_user(user_id)  # None for an inactive user under ModelBackend
+    if user is None or not getattr(user, "is_active", True):
+        return None
+    if hasattr(user, "get_session_auth_hash"):
+        session_hash = session.get(HASH_SESSION_KEY)
+        hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
+        if not session_hash or not any(constant_time_compare(session_hash, known) for known in hashes):
+            return None
     return user
 
 

@@ -76,11 +76,13 @@
     this.socket.addEventListener("close", function (event) {
       self.input.disabled = true;
       self.button.disabled = true;
-      if (event.code === 4401) {  // the session ended (signed out): reconnecting cannot help
+      if (event.code === 4401) {
+        // The session ended. Signing in again (in any tab) starts a new one, so keep trying, slowly.
         self.setStatus("Signed out — sign in again to use the assistant.", "");
-        return;
+        self.retry = 15000;
+      } else {
+        self.setStatus("Offline — reconnecting…", "");
       }
-      self.setStatus("Offline — reconnecting…", "");
       setTimeout(function () { self.connect(); }, self.retry);
       self.retry = Math.min(self.retry * 2, 15000);
     });

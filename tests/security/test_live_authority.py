@@ -23,7 +23,7 @@ from django.db import transaction
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from assistant.authority import SentFrom
+from assistant.authority import SentFrom, session_user
 from assistant.models import AgentRun
 from assistant.services import chat_send
 from assistant.tools import execute_tool
@@ -440,3 +440,17 @@ def test_staff_reviewing_a_run_see_where_it_came_from_but_never_the_session_key(
     assert page.status_code == 200
     assert "203.0.113.9" in page.content.decode()
     assert key not in page.content.decode()
+
+
+def test_checking_a_session_signed_under_a_previous_secret_key_does_not_sign_the_person_out(alice: Any) -> None:
+    from django.conf import settings
+
+    tab = browser(alice)
+    key = session_key(tab)
+
+    # The site rotates its secret and keeps the old one as a fallback: sessions signed in before stay valid.
+    with override_settings(SECRET_KEY="a-rotated-secret-key-" + "x" * 40, SECRET_KEY_FALLBACKS=[settings.SECRET_KEY]):
+        assert session_user(key) == alice
+        assert session_user(key) == alice  # the check moved nothing: the same key still signs in
+        assert Session.objects.filter(session_key=key).exists()
+        assert tab.get("/assistant/").status_code == 200  # and the person's own next page is still theirs
