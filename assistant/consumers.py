@@ -7,7 +7,6 @@ is looked up among the person's own rows, so another person's id answers exactly
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from typing import Any
@@ -78,7 +77,10 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         self._watcher = asyncio.create_task(self._watch_session())
         # Runs from the person's sessions that ended unobserved stop before this tab loads them.
-        await database_sync_to_async(services.ended_sessions_runs_end)(user=user)
+        try:
+            await database_sync_to_async(services.ended_sessions_runs_end)(user=user)
+        except Exception:  # the next connect tries again; a worker refuses such a run's tool calls anyway
+            logger.warning("Could not end the runs of a person's ended sessions", exc_info=True)
 
     async def disconnect(self, code: int) -> None:
         if self._watcher is not None:
@@ -111,8 +113,10 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def _end_session(self) -> None:
         """End the session's runs (its other sockets are told too), then say so and close with 4401."""
-        with contextlib.suppress(Exception):  # the close below matters more than the bookkeeping
+        try:
             await database_sync_to_async(services.session_runs_end)(session_key=self.sent_from.session_key)
+        except Exception:  # the socket still closes; the runs' worker finds the session gone by itself
+            logger.warning("Could not end the runs of an ended session", exc_info=True)
         await self._close_ended()
 
     async def _close_ended(self) -> None:
