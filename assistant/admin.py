@@ -57,6 +57,8 @@ class AgentRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     date_hierarchy = "created_at"
     list_select_related = ("owner",)
     inlines = [AgentStepInline]
+    # The session key signs the person in: staff review where a run came from, never their session.
+    exclude = ("session_key",)
 
 
 @admin.register(AgentStep)

@@ -14,3 +14,10 @@ class AssistantConfig(AppConfig):
         from assistant.tools import checks as tool_checks  # noqa: F401  (registers the tool checks)
 
         autodiscover()
+
+        from django.contrib.auth.signals import user_logged_out
+
+        from assistant.authority import on_user_logged_out
+
+        # Logging out ends what that session's runs were doing and closes its sockets at once.
+        user_logged_out.connect(on_user_logged_out, dispatch_uid="assistant.session_ended_on_logout")

@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "RUNS_PER_MINUTE": 20,
     "MAX_MESSAGE_CHARS": 8_000,
     "MAX_FRAME_BYTES": 64_000,
+    # How often an open socket re-checks that its session is still live (signed in, active, unchanged
+    # password); a socket whose session ended closes with 4401. Logging out closes it at once.
+    "SESSION_CHECK_SECONDS": 3.0,
     # Reads.
     "READ_LIMIT_MAX": 50,
     # Tools: a string argument with no declared maximum (e.g. a text area) is capped at this length.

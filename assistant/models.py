@@ -111,6 +111,12 @@ class AgentRun(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker took the run up.")
+    # Where the message was sent from (assistant/authority.py): the run's tool calls are requests made with
+    # this browser session, from this address and page origin, and the run stops when the session ends.
+    # Empty for a run started by code that names its user explicitly.
+    session_key = models.TextField(blank=True)
+    client_address = models.GenericIPAddressField(null=True, blank=True)
+    client_origin = models.CharField(max_length=300, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # The wall-time limit counts from here: the first start, or the user's answer to a confirmation
@@ -127,6 +133,9 @@ class AgentRun(models.Model):
             models.Index(fields=["owner", "-created_at"], name="run_owner_recent"),
             models.Index(fields=["chat", "-created_at"], name="run_chat_recent"),
             models.Index(fields=["status", "created_at"], name="run_status_age"),
+            # A session that ends looks up its runs that still may act.
+            models.Index(fields=["session_key"], name="run_active_session",
+                         condition=Q(status__in=["queued", "running", "awaiting_confirmation"])),
         ]
         constraints = [
             # At most one active run per chat, enforced by the database, not by hope.

@@ -10,8 +10,16 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from assistant.authority import (
+    SESSION_ENDED,
+    SESSION_ENDED_MESSAGE,
+    SentFrom,
+    session_acts_as,
+    session_ended_event,
+    session_group,
+)
 from assistant.conf import DEFAULTS, assistant_settings
-from assistant.events import publish_to_user
+from assistant.events import publish_to_user, publisher
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.selectors import NotFound, run_pending_confirmation
@@ -69,10 +77,15 @@ def _enqueue(run_id: int, asked: dict[str, Any] | None = None) -> None:
 
 @transaction.atomic
 def chat_send(
-    *, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False, request_id: Any = None
+    *, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False, request_id: Any = None,
+    sent_from: SentFrom | None = None,
 ) -> Sent:
     """Store the person's message and a queued run, and start the run after commit. `request_id`, if the
     client sent one, is echoed on the `assistant.sent` event so the sender can match it to its run.
+
+    `sent_from` is the browser session the message came with (the socket always passes it): the run's
+    tool calls are made with that session and the run stops when it ends. Without it (code that names
+    the user explicitly) the run acts as `user` with no session (see assistant/authority.py).
 
     One active run per chat: while a run works on a chat, a new message there is refused; a run
     waiting for the person's confirmation is superseded (cancelled, its pending action declined).
@@ -112,7 +125,10 @@ def chat_send(
 
     config = run_config()
     run = AgentRun.objects.create(
-        owner=user, chat=chat, spec=chat.spec, model=str(config["model"]), config=config
+        owner=user, chat=chat, spec=chat.spec, model=str(config["model"]), config=config,
+        session_key=sent_from.session_key if sent_from else "",
+        client_address=sent_from.client_address if sent_from else None,
+        client_origin=sent_from.origin if sent_from else "",
     )
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
@@ -210,3 +226,38 @@ def run_confirm(*, user: Any, run_id: int, approve: bool) -> AgentRun:
     publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
     _enqueue(run.pk)
     return run
+
+
+@transaction.atomic
+def session_runs_end(*, session_key: str) -> list[AgentRun]:
+    """The browser session messages were sent from has ended (logout, expiry, deletion, a changed password,
+    a deactivated user): its queued and waiting runs end now as `session_ended`, their pending actions not
+    taken, and every socket of that session is told and closes. A working run stops at its next step
+    boundary, where its worker finds the session gone; its tool calls are refused before that."""
+    runs = list(AgentRun.objects.select_for_update().filter(
+        session_key=session_key, status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
+    ))
+    for run in runs:
+        pending = run_pending_confirmation(run=run)
+        if pending is not None:
+            _decline(pending, "You were signed out; the action was not taken.")
+        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED, error=SESSION_ENDED_MESSAGE)
+    event = session_ended_event()
+    transaction.on_commit(lambda: publisher.publish(session_group(session_key), event))
+    return runs
+
+
+def ended_sessions_runs_end(*, user: Any) -> list[AgentRun]:
+    """End the person's queued and waiting runs whose session ended while none of its sockets was open to
+    notice (it expired, or was deleted, with the tab closed): called when the person connects again, so a
+    new session never shows, or answers, a question the old one can no longer act on."""
+    keys = set(
+        AgentRun.objects.for_user(user).filter(
+            status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
+        ).exclude(session_key="").values_list("session_key", flat=True)
+    )
+    ended: list[AgentRun] = []
+    for key in keys:
+        if not session_acts_as(key, user.pk):
+            ended.extend(session_runs_end(session_key=key))
+    return ended

@@ -2,8 +2,10 @@
 
 Both paths run the same tracker views on the same database in one run, in a throwaway database:
 a write (`tracker_task_create`, a CreateView that redirects) and a read (`tracker_project_stats`,
-a JSON view). A third figure calls the resolved view directly with a RequestFactory request, the
-floor neither path can beat. Target: executor median at most 1 ms above the test Client's.
+a JSON view). Both go through the site's middleware with the person's session (the executor as a run
+from the socket makes its calls). A third figure calls the resolved view directly with a
+RequestFactory request and no middleware, the floor neither path can beat. Target: executor median
+at most 1 ms above the test Client's.
 """
 
 from __future__ import annotations
@@ -40,21 +42,24 @@ def _medians_ms(paths: list[Callable[[int], object]], calls: int = CALLS) -> lis
 
 
 def _direct(user: Any, method: str, path: str, data: dict[str, Any]) -> Any:
-    from assistant.tools.executor import _CollectedMessages
+    from assistant.tools.request import CollectedMessages
 
     factory = RequestFactory()
     request = factory.post(path, data) if method == "POST" else factory.get(path, data)
     request.user = user
-    request._messages = _CollectedMessages(request)  # type: ignore[attr-defined]
+    request._messages = CollectedMessages(request)  # type: ignore[attr-defined]
     match = resolve(path)
     return match.func(request, *match.args, **match.kwargs)
 
 
 def _measure(alice: Any, home: Any) -> None:
+    from assistant.authority import SentFrom
     from assistant.tools import execute_tool
 
     client = Client()
     client.force_login(alice)
+    sent_from = SentFrom(session_key=client.session.session_key or "", client_address="127.0.0.1",
+                         origin="http://testserver")
     stats_path = f"/tracker/projects/{home.pk}/stats.json"
     cases: list[tuple[str, Callable[[int], object], Callable[[int], object], Callable[[int], object]]] = [
         (
@@ -62,16 +67,17 @@ def _measure(alice: Any, home: Any) -> None:
             lambda i: client.post("/tracker/tasks/new/", {"project": home.pk, "title": f"client {i}", "priority": 2}),
             lambda i: _direct(alice, "POST", "/tracker/tasks/new/", {"project": home.pk, "title": f"d {i}",
                                                                      "priority": 2}),
-            lambda i: execute_tool(alice, "tracker_task_create", {"project": home.pk, "title": f"tool {i}"}),
+            lambda i: execute_tool(alice, "tracker_task_create", {"project": home.pk, "title": f"tool {i}"},
+                                   sent_from=sent_from),
         ),
         (
             "read: tracker_project_stats (JSON)",
             lambda i: client.get(stats_path),
             lambda i: _direct(alice, "GET", stats_path, {}),
-            lambda i: execute_tool(alice, "tracker_project_stats", {"pk": home.pk}),
+            lambda i: execute_tool(alice, "tracker_project_stats", {"pk": home.pk}, sent_from=sent_from),
         ),
     ]
-    check = execute_tool(alice, "tracker_task_create", {"project": home.pk, "title": "check"})
+    check = execute_tool(alice, "tracker_task_create", {"project": home.pk, "title": "check"}, sent_from=sent_from)
     assert check.status == "done", check
     print(f"{CALLS} calls each, interleaved, after {WARMUP} warm-up rounds; medians in ms")
     print(f"{'case':<40} {'test Client':>12} {'direct view':>12} {'executor':>10} {'extra vs Client':>16}")

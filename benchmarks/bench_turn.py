@@ -58,8 +58,9 @@ def _start_worker() -> subprocess.Popen[bytes]:
     raise RuntimeError("the benchmark's worker did not start")
 
 
-async def _time_turns(user: Any, calls: list[dict[str, Any]]) -> tuple[list[float], list[float]]:
-    """Turns and bare calls, alternating, so both see the same state of a shared, noisy machine."""
+async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any) -> tuple[list[float], list[float]]:
+    """Turns and bare calls, alternating, so both see the same state of a shared, noisy machine. Both act
+    with a signed-in session, as a message sent from the socket does."""
     from channels.db import database_sync_to_async
     from channels.layers import get_channel_layer
 
@@ -72,7 +73,7 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]]) -> tuple[list[floa
     await layer.group_add(user_group(user.pk), channel)
 
     def send() -> int:
-        return chat_send(user=user, content="benchmark turn", new_chat=True).run.pk
+        return chat_send(user=user, content="benchmark turn", new_chat=True, sent_from=sent_from).run.pk
 
     turns, bare = [], []
     phases: dict[str, list[float]] = {
@@ -97,7 +98,7 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]]) -> tuple[list[floa
         # A person reads the reply before writing again; the worker's after-reply work (memory, registry)
         # would otherwise compete for the two cores with what is measured next.
         await asyncio.sleep(PAUSE_BETWEEN_TURNS_SECONDS)
-        bare_elapsed = await database_sync_to_async(_time_bare_calls)(user, calls)
+        bare_elapsed = await database_sync_to_async(_time_bare_calls)(user, calls, sent_from)
         if number < WARMUP:
             continue
         turns.append(elapsed)
@@ -123,13 +124,13 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]]) -> tuple[list[floa
     return turns, bare
 
 
-def _time_bare_calls(user: Any, calls: list[dict[str, Any]]) -> float:
+def _time_bare_calls(user: Any, calls: list[dict[str, Any]], sent_from: Any) -> float:
     """The same tool calls, made directly in this process: what the turn costs without the assistant."""
     from assistant.tools import execute_tool
 
     started = time.perf_counter()
     for call in calls:
-        outcome = execute_tool(user, call["name"], call["arguments"])
+        outcome = execute_tool(user, call["name"], call["arguments"], sent_from=sent_from)
         assert outcome.status in {"done", "data"}, outcome
     return (time.perf_counter() - started) * 1000
 
@@ -141,10 +142,16 @@ def main() -> None:
     worker = None
     try:
         from django.contrib.auth import get_user_model
+        from django.test import Client
 
+        from assistant.authority import SentFrom
         from tracker.models import Project
 
         user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
+        browser = Client()
+        browser.force_login(user)
+        sent_from = SentFrom(session_key=browser.session.session_key or "", client_address="127.0.0.1",
+                             origin="http://127.0.0.1:8000")
         home = Project.objects.create(owner=user, name="Home")
         calls = [
             {"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Benchmark task"}},
@@ -157,7 +164,7 @@ def main() -> None:
         # Each run keeps the settings it was sent with, the model among them, so the worker needs no override.
         with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{handle.name}",
                                           "RUNS_PER_MINUTE": 10_000}):
-            turns, bare = asyncio.run(_time_turns(user, calls))
+            turns, bare = asyncio.run(_time_turns(user, calls, sent_from))
         turn_p50, bare_p50 = statistics.median(turns), statistics.median(bare)
         overhead = turn_p50 - bare_p50
         turn_p95, bare_p95 = _percentile(turns, 0.95), _percentile(bare, 0.95)

@@ -1,9 +1,11 @@
-"""Firing a tool: the view is dispatched through the URL resolver with an internal request whose user
-is the signed-in user, so its decorators and its own queryset scoping decide, as in the browser.
+"""Firing a tool: the view is resolved through the URL resolver and sent a request through the site's own
+middleware, made with the session the person's message came from (assistant/tools/request.py), so the
+site's gates, the view's decorators and its own queryset scoping decide, as in the browser.
 
 Nothing here is reachable over HTTP: the only way in is a Python call from the run loop. The outcome
 is read from the response (redirect, form errors, 403, 404, JSON, the objects of a list/detail view)
-and never raises: a crashing view becomes an `error` outcome and its writes are rolled back.
+and never raises: a crashing view becomes an `error` outcome and its writes are rolled back. A call
+whose session has ended never reaches the view: its outcome says so (`session_ended`).
 """
 
 from __future__ import annotations
@@ -14,26 +16,25 @@ import json
 import logging
 import typing
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from importlib import import_module
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
-from django.contrib.messages.storage.base import BaseStorage
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation, ValidationError
 from django.db import models, transaction
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, ResolverMatch, reverse
-from django.utils.datastructures import MultiValueDict
-from django_htmx.middleware import HtmxDetails
 
+from assistant.authority import SentFrom
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import parameters_of, refusal, resolve_scope
 from assistant.tools.reads import jsonable, run_read
 from assistant.tools.registry import Binding, own_match, registry
+from assistant.tools.request import ToolCallState, acts_as_person, build_request, send
 from assistant.tools.validation import validate_arguments
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class ToolOutcome:
     took_effect: bool = False
     reason: str = ""
     data: Any = field(default=None)
+    # The session the call was made with has ended: nothing was done, and the run must stop acting.
+    session_ended: bool = False
 
     def to_model(self) -> dict[str, Any]:
         """A compact, JSON-serialisable answer to hand back to the model."""
@@ -61,56 +64,17 @@ class ToolOutcome:
         return answer
 
 
-class _CollectedMessages(BaseStorage):
-    """Messages added by the view during an internal request, kept in memory to be handed back."""
+SESSION_ENDED_REASON = "the session this was asked from has ended (signed out); nothing was done"
 
-    def _get(self, *args: Any, **kwargs: Any) -> tuple[list[Any], bool]:
-        return [], True
-
-    def _store(self, messages: list[Any], response: Any, *args: Any, **kwargs: Any) -> list[Any]:
-        return []
-
-
-def _host() -> str:
-    for host in settings.ALLOWED_HOSTS:
-        if host and host != "*":
-            return host.lstrip(".")
-    return "localhost"
-
-
-_SESSION_STORE: Any = None
+# The session of the call in progress (set by `execute_tool`), so every request the call makes carries it
+# without widening each internal signature between the entry point and the request.
+_sent_from: ContextVar[SentFrom | None] = ContextVar("assistant_tool_sent_from", default=None)
 
 
 def _internal_request(user: Any, method: str, path: str, data: QueryDict, tool_name: str) -> HttpRequest:
-    """A request built in-process; CSRF is waived on this object only, which no browser can reach."""
-    global _SESSION_STORE
-    if _SESSION_STORE is None:
-        _SESSION_STORE = import_module(settings.SESSION_ENGINE).SessionStore
-    request = HttpRequest()
-    request.method = method
-    request.path = request.path_info = path
-    host = _host()
-    request.META = {
-        "REQUEST_METHOD": method, "PATH_INFO": path, "SCRIPT_NAME": "", "SERVER_NAME": host,
-        "SERVER_PORT": "443" if settings.SESSION_COOKIE_SECURE else "80", "HTTP_HOST": host,
-        "REMOTE_ADDR": "127.0.0.1", "HTTP_ACCEPT": "text/html,application/json",
-    }
-    if method == "GET":
-        request.GET = data  # type: ignore[assignment]
-    else:
-        request.POST = data  # type: ignore[assignment]
-        body = data.urlencode().encode()
-        request.META["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
-        request.META["CONTENT_LENGTH"] = str(len(body))
-        request._body = body
-    request.FILES = MultiValueDict()
-    request.user = user
-    request.session = _SESSION_STORE()
-    request._messages = _CollectedMessages(request)  # type: ignore[attr-defined]
-    request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
-    request.htmx = HtmxDetails(request)  # type: ignore[attr-defined]
-    request.assistant_tool = tool_name  # type: ignore[attr-defined]
-    return request
+    """The request for one tool call, as the person's browser would send it (see tools/request.py)."""
+    return build_request(person=user, sent_from=_sent_from.get(), method=method, path=path, data=data,
+                         tool_name=tool_name)
 
 
 def _form_value(value: Any) -> list[str]:
@@ -219,19 +183,69 @@ def _interpret(definition: ViewTool, request: HttpRequest, response: HttpRespons
     return ToolOutcome(name, "data", data={"messages": _messages(request)})
 
 
-def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extra: dict[str, Any]) -> ToolOutcome:
-    request.resolver_match = match
+def _exception_outcome(name: str, exc: BaseException) -> ToolOutcome:
+    if isinstance(exc, Http404):
+        return ToolOutcome(name, "not_found", reason="not found")
+    if isinstance(exc, PermissionDenied):
+        return ToolOutcome(name, "denied", reason="permission denied")
+    if isinstance(exc, BadRequest | SuspiciousOperation | ValidationError):
+        return ToolOutcome(name, "invalid", reason=_summary(exc))
+    return ToolOutcome(name, "error", reason=f"the view failed ({_summary(exc)})")
+
+
+def _gate_outcome(name: str, response: HttpResponse) -> ToolOutcome:
+    """The site's middleware answered in the view's place: nothing was done, and the model hears why."""
+    code = response.status_code
+    if 300 <= code < 400:
+        target = response.get("Location", "")
+        if urlsplit(target).path == urlsplit(resolve_url(settings.LOGIN_URL)).path:
+            return ToolOutcome(name, "denied", reason="the site asked for a login: you may not do this")
+        return ToolOutcome(name, "denied", reason=f"the site sent this request to {target[:200]} before the action "
+                           "ran (a verification step, for example); nothing was done")
+    if code in (401, 403):
+        return ToolOutcome(name, "denied", reason=f"the site refused the request ({code}); nothing was done")
+    if code in (404, 410):
+        return ToolOutcome(name, "not_found", reason="not found")
+    if code >= 500:
+        return ToolOutcome(name, "error", reason=f"the site answered {code} before the action ran; nothing was done")
+    return ToolOutcome(name, "invalid", reason=f"the site answered {code} in place of the action; nothing was done")
+
+
+def _sent(name: str, request: HttpRequest, target: ResolverMatch) -> tuple[HttpResponse | None, ToolOutcome | None]:
+    """Send the request through the middleware to `target`. Returns the view's response, or the outcome
+    when the view did not answer: the session ended, the view raised, or a middleware answered instead."""
+    state: ToolCallState = request.assistant_call  # type: ignore[attr-defined]
+    state.target = target
     try:
-        response = match.func(request, *match.args, **match.kwargs, **extra)
-    except Http404:
-        return ToolOutcome(definition.name, "not_found", reason="not found")
-    except PermissionDenied:
-        return ToolOutcome(definition.name, "denied", reason="permission denied")
-    except (BadRequest, SuspiciousOperation, ValidationError) as exc:
-        return ToolOutcome(definition.name, "invalid", reason=_summary(exc))
-    except Exception as exc:
-        logger.exception("Assistant tool %s: the view raised", definition.name)
-        return ToolOutcome(definition.name, "error", reason=f"the view failed ({_summary(exc)})")
+        response = send(request)
+    except Exception as exc:  # only when the site propagates exceptions (DEBUG_PROPAGATE_EXCEPTIONS)
+        state.exception = state.exception or exc
+        response = HttpResponse(status=500)
+    if state.session_ended or (state.sent_from is not None and not state.reached
+                               and not acts_as_person(request, state)):
+        return None, ToolOutcome(name, "denied", reason=SESSION_ENDED_REASON, session_ended=True)
+    if state.exception is not None and response.status_code >= 400:
+        return None, _exception_outcome(name, state.exception)
+    if not state.reached:
+        return None, _gate_outcome(name, response)
+    return response, None
+
+
+def _with_extra(match: ResolverMatch, extra: dict[str, Any]) -> ResolverMatch:
+    """The resolved view, also passed the typed keyword parameters a function view declares."""
+    if not extra:
+        return match
+    app_names: list[str | None] = list(match.app_names)
+    namespaces: list[str | None] = list(match.namespaces)
+    return ResolverMatch(match.func, match.args, {**match.kwargs, **extra}, url_name=match.url_name,
+                         app_names=app_names, namespaces=namespaces, route=match.route, tried=match.tried)
+
+
+def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extra: dict[str, Any]) -> ToolOutcome:
+    response, outcome = _sent(definition.name, request, _with_extra(match, extra))
+    if outcome is not None:
+        return outcome
+    assert response is not None
     return _interpret(definition, request, response)
 
 
@@ -241,18 +255,40 @@ def _current_values(
     """An update form's current values, read by showing the form (GET) as the user; an outcome if
     the user may not see it."""
     request = _internal_request(user, "GET", path, QueryDict(mutable=True), definition.name)
-    request.resolver_match = match
     probe = ViewTool(name=definition.name, description="", view=definition.view, method="GET")
-    try:
-        response = match.func(request, *match.args, **match.kwargs, **extra)
-    except Exception:
-        # The same exception is raised again by the POST; let _call classify it there.
-        return {}
+    response, outcome = _sent(definition.name, request, _with_extra(match, extra))
+    if outcome is not None:
+        # A crash happens again in the POST, which classifies it; a refusal is the answer now.
+        return outcome if outcome.status in {"denied", "not_found"} else {}
+    assert response is not None
     form = (getattr(response, "context_data", None) or {}).get("form")
     if response.status_code != 200 or form is None:
         outcome = _interpret(probe, request, response)
         return outcome if outcome.status in {"denied", "not_found"} else {}
     return {name: _form_value(form[name].value()) for name in form.fields}
+
+
+def _reads_path() -> str:
+    """Declared reads have no view of their own; their request is one to the assistant's page."""
+    try:
+        return reverse("assistant:page")
+    except NoReverseMatch:
+        return "/"
+
+
+def _read(definition: ReadTool, user: Any, arguments: dict[str, Any]) -> ToolOutcome:
+    """A declared read, through the same middleware as a view, for the request's user."""
+    request = _internal_request(user, "GET", _reads_path(), QueryDict(mutable=True), definition.name)
+    rows: dict[str, Any] = {}
+
+    def read(request: HttpRequest) -> HttpResponse:
+        rows["data"] = run_read(definition, request.user, arguments)
+        return HttpResponse(status=204)
+
+    _response, outcome = _sent(definition.name, request, ResolverMatch(read, (), {}, url_name=definition.name))
+    if outcome is not None:
+        return outcome
+    return ToolOutcome(definition.name, "data", data=rows["data"])
 
 
 def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict[str, Any]) -> ToolOutcome:
@@ -318,22 +354,31 @@ def _execute(user: Any, name: Any, arguments: Any, spec: Any, profile: Any) -> T
         return ToolOutcome(shown, "invalid", reason="the arguments do not fit this tool; fix the named ones",
                            data={"errors": errors})
     if isinstance(definition, ReadTool):
-        return ToolOutcome(shown, "data", data=run_read(definition, user, arguments))
+        return _read(definition, user, arguments)
     binding = registry.binding(definition)
     assert binding is not None  # refusal() said it is routed
     return _dispatch(definition, binding, user, arguments)
 
 
 def execute_tool(
-    user: Any, name: str, arguments: dict[str, Any], *, spec: Any = None, profile: Any = None
+    user: Any, name: str, arguments: dict[str, Any], *, spec: Any = None, profile: Any = None,
+    sent_from: SentFrom | None = None,
 ) -> ToolOutcome:
     """Run one tool call as `user`, re-checking that the tool is offered under `spec`/`profile`.
+
+    `sent_from` is the browser session the person's message came with: the call is made with it, and
+    only while it still signs in `user` (otherwise nothing is done and `session_ended` is set). Without
+    it the call acts as `user` with no session: only code that names the user itself calls it so (tests,
+    the management command); a run started from the socket always passes its session.
 
     Never raises. Confirmation is the caller's business: the run loop pauses before calling this
     when the offered tool's `.confirm` is true, and calls it once the user approved.
     """
+    token = _sent_from.set(sent_from)
     try:
         return _execute(user, name, arguments, spec, profile)
     except Exception as exc:
         logger.exception("Assistant tool %r failed", name)
         return ToolOutcome(str(name)[:64], "error", reason=_summary(exc))
+    finally:
+        _sent_from.reset(token)

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from assistant import signals
+from assistant.authority import SESSION_ENDED, RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
@@ -137,6 +138,8 @@ class Turn:
         self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
         if run.cancel_requested:
             heartbeat.cancelled.set()
+        # The session the message came with: the run acts with it, and only while it lasts.
+        self.authority = RunAuthority(run)
 
     # --- entry -------------------------------------------------------------------------------
 
@@ -170,6 +173,8 @@ class Turn:
             logger.warning("Run %s was taken over by another worker; this one stops", self.run.pk)
         except ModelError as exc:
             self._stop(StopRun(Status.FAILED, "model_error", str(exc)))
+        except SessionEnded as ended:
+            self._stop(StopRun(Status.CANCELLED, SESSION_ENDED, ended.message))
 
     # --- checks ------------------------------------------------------------------------------
 
@@ -178,6 +183,7 @@ class Turn:
         Answered from the heartbeat's flags and a throttled Redis lookup, not a database query per step."""
         if self.heartbeat.lost.is_set():
             raise LeaseLost()
+        self.authority.check()
         self._check_cancel()
         self._check_wall_time()
 
@@ -378,8 +384,11 @@ class Turn:
         outcome = execute_tool(
             self.user, call.name, call.arguments,
             spec=self.config.get("spec"), profile=self.config.get("permission_profile") or None,
+            sent_from=self.authority.sent_from,
         )
         self._record_outcome(step, call, outcome.to_model(), started=started)
+        if outcome.session_ended:
+            raise SessionEnded()
         return True
 
     def _check_tool_limits(self, call: ToolCall) -> None:

@@ -73,10 +73,16 @@
       self.send({ type: "assistant.load" });
     });
     this.socket.addEventListener("message", function (event) { self.handle(JSON.parse(event.data)); });
-    this.socket.addEventListener("close", function () {
+    this.socket.addEventListener("close", function (event) {
       self.input.disabled = true;
       self.button.disabled = true;
-      self.setStatus("Offline — reconnecting…", "");
+      if (event.code === 4401) {
+        // The session ended. Signing in again (in any tab) starts a new one, so keep trying, slowly.
+        self.setStatus("Signed out — sign in again to use the assistant.", "");
+        self.retry = 15000;
+      } else {
+        self.setStatus("Offline — reconnecting…", "");
+      }
       setTimeout(function () { self.connect(); }, self.retry);
       self.retry = Math.min(self.retry * 2, 15000);
     });

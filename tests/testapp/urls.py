@@ -17,4 +17,8 @@ urlpatterns = [
     path("shadow/<str:word>/", views.shadow_catch_all, name="test-shadow-catch-all"),
     path("shadow/new/", views.shadowed_note, name="test-shadowed-note"),
     path("pair/<path:left>/<path:right>/", views.pair_note, name="test-pair-note"),
+    path("whoami/", views.whoami, name="test-whoami"),
+    path("csrf-seen/", views.csrf_seen, name="test-csrf-seen"),
+    path("async-effect/", views.async_effect, name="test-async-effect"),
+    path("flash/", views.flash, name="test-flash"),
 ]

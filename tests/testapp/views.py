@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import time
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from assistant.tools import tool
@@ -87,3 +88,45 @@ def shadow_catch_all(request: HttpRequest, word: str) -> JsonResponse:
 def pair_note(request: HttpRequest, left: str, right: str) -> JsonResponse:
     Effect.objects.create(owner=request.user, label=f"pair:{left}|{right}")
     return JsonResponse({"left": left, "right": right})
+
+
+@tool(name="test_whoami", description="Say who is asking, from where, and what their session holds.")
+@login_required
+@require_GET
+def whoami(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({
+        "username": request.user.get_username(),
+        "note": request.session.get("testapp_note"),
+        "remote_addr": request.META.get("REMOTE_ADDR"),
+        "host": request.get_host(),
+        "secure": request.is_secure(),
+    })
+
+
+@tool(name="test_csrf_seen", method="POST", description="Say what the site's CSRF check saw; changes nothing.")
+@login_required
+@require_POST
+def csrf_seen(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({
+        "exempted": bool(getattr(request, "_dont_enforce_csrf_checks", False)),
+        "secret_present": bool(request.META.get("CSRF_COOKIE")),
+        "origin": request.META.get("HTTP_ORIGIN"),
+    })
+
+
+@tool(name="test_async_effect", method="POST", description="Record an effect from an asynchronous view.")
+@login_required
+@require_POST
+async def async_effect(request: HttpRequest, *, label: str) -> JsonResponse:
+    user = await request.auser()
+    await Effect.objects.acreate(owner=user, label=label)
+    return JsonResponse({"recorded": label, "by": user.get_username()})
+
+
+@tool(name="test_flash", method="POST", description="Record an effect and say so in a message, then redirect.")
+@login_required
+@require_POST
+def flash(request: HttpRequest, *, label: str) -> HttpResponseRedirect:
+    Effect.objects.create(owner=request.user, label=label)
+    messages.success(request, f"Recorded {label}.")
+    return HttpResponseRedirect("/")

@@ -1,0 +1,181 @@
+"""The person's authority is live: the assistant acts with the session a message was sent from, and stops
+acting for the person when that session ends.
+
+A run started from the socket carries where its message came from (`SentFrom`: the session key, the
+client's address and the page's origin). Its tool calls are requests through the site's own middleware
+with that session (see `assistant/tools/request.py`), and it is checked again here:
+
+- in the worker, when the run is taken up and every `AUTHORITY_CHECK_SECONDS` at its step boundaries;
+- in the consumer, every `SESSION_CHECK_SECONDS`, which closes the session's sockets (close code 4401);
+- on Django's `user_logged_out` signal, which ends the session's queued and waiting runs at once.
+
+"Live" means what Django's own `get_user()` means for a browser request: the session still exists and
+has not expired, its user is active, and the session's auth hash still matches the user's password.
+
+A run with no session (started by code that names the user explicitly, such as tests or a management
+command) acts as that user without these checks: no browser session exists to end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import time
+from dataclasses import dataclass
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
+from django.http import HttpRequest
+from django.http.request import split_domain_port, validate_host
+from django.utils.crypto import constant_time_compare
+
+if TYPE_CHECKING:
+    from assistant.models import AgentRun
+
+# The stop reason of a run whose session ended, and what the person reads.
+SESSION_ENDED = "session_ended"
+SESSION_ENDED_MESSAGE = "You were signed out, so the assistant stopped acting for you; nothing more was done."
+# How often a working run re-checks its session between steps. Each tool call is checked in its own
+# request as well (the site's session and authentication middleware load the session for it).
+AUTHORITY_CHECK_SECONDS = 1.0
+
+
+class SessionEnded(Exception):
+    """The session a run acts with has ended: the run must stop, and take no further action."""
+
+    def __init__(self, message: str = SESSION_ENDED_MESSAGE) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class SentFrom:
+    """Where a message was sent from: the browser session it came with, and what a request from that page
+    would carry (the client's address, the page's origin `scheme://host[:port]`), for the run's tool calls."""
+
+    session_key: str
+    client_address: str | None
+    origin: str
+
+    @classmethod
+    def from_scope(cls, scope: dict[str, Any]) -> SentFrom | None:
+        """From a socket's ASGI scope; None without a saved session (then nobody is signed in)."""
+        session = scope.get("session")
+        key = getattr(session, "session_key", None)
+        if not key:
+            return None
+        client = scope.get("client") or ()
+        headers = {name.lower(): value for name, value in scope.get("headers", [])}
+        origin = _allowed_origin(headers.get(b"origin", b"").decode("latin-1"))
+        if not origin:
+            scheme = "https" if scope.get("scheme") in ("wss", "https") else "http"
+            origin = _allowed_origin(f"{scheme}://{headers.get(b'host', b'').decode('latin-1')}")
+        return cls(session_key=key, client_address=_ip_or_none(client[0] if client else None), origin=origin)
+
+    @classmethod
+    def of_run(cls, run: AgentRun) -> SentFrom | None:
+        if not run.session_key:
+            return None
+        return cls(session_key=run.session_key, client_address=run.client_address, origin=run.client_origin)
+
+
+def _ip_or_none(value: Any) -> str | None:
+    try:
+        return str(ipaddress.ip_address(str(value))) if value else None
+    except ValueError:
+        return None
+
+
+def _allowed_origin(origin: str) -> str:
+    """`origin` if it is an http(s) origin whose host the site serves (ALLOWED_HOSTS), else ""."""
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return ""
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query:
+        return ""
+    domain, _port = split_domain_port(parts.netloc)
+    allowed = settings.ALLOWED_HOSTS or ([".localhost", "127.0.0.1", "[::1]"] if settings.DEBUG else [])
+    if not domain or not validate_host(domain, allowed):
+        return ""
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _session_store() -> Any:
+    return import_module(settings.SESSION_ENGINE).SessionStore
+
+
+def session_user(session_key: str) -> Any | None:
+    """The active user signed in with that session, or None: the rules of Django's `auth.get_user` (the
+    session exists and has not expired, its backend still lists the user, the session's auth hash
+    matches the password's, by the current secret or a fallback one) without its side effects. Here
+    nothing answers the browser, so a session must not be flushed or given a new key by looking at it:
+    the person's cookie would then name a session that no longer exists."""
+    session = _session_store()(session_key)
+    try:
+        user_id = get_user_model()._meta.pk.to_python(session[SESSION_KEY])
+        backend_path = session[BACKEND_SESSION_KEY]
+    except KeyError:  # not signed in, expired or deleted: the store loads an empty session
+        return None
+    if backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return None
+    user = load_backend(backend_path).get_user(user_id)  # None for an inactive user under ModelBackend
+    if user is None or not getattr(user, "is_active", True):
+        return None
+    if hasattr(user, "get_session_auth_hash"):
+        session_hash = session.get(HASH_SESSION_KEY)
+        hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
+        if not session_hash or not any(constant_time_compare(session_hash, known) for known in hashes):
+            return None
+    return user
+
+
+def session_acts_as(session_key: str, user_id: Any) -> bool:
+    """Is that session still live, and signed in as that user?"""
+    user = session_user(session_key)
+    return user is not None and user.pk == user_id
+
+
+def session_group(session_key: str) -> str:
+    """The channel-layer group of one session's sockets. A digest, so session keys never travel as names."""
+    return "assistant.session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+def session_ended_event() -> dict[str, Any]:
+    return {"type": "assistant.session_ended", "message": SESSION_ENDED_MESSAGE}
+
+
+class RunAuthority:
+    """The worker's side: may this run still act for its person? `check()` raises SessionEnded if not.
+
+    The first check runs at once (a queued run whose session ended does nothing at all); later ones at
+    most every AUTHORITY_CHECK_SECONDS, so a quick turn costs one check, not one per step.
+    """
+
+    def __init__(self, run: AgentRun) -> None:
+        self.sent_from = SentFrom.of_run(run)
+        self.owner_id = run.owner_id
+        self._next_check = 0.0
+
+    def check(self) -> None:
+        if self.sent_from is None:
+            return
+        now = time.monotonic()
+        if now < self._next_check:
+            return
+        self._next_check = now + AUTHORITY_CHECK_SECONDS
+        if not session_acts_as(self.sent_from.session_key, self.owner_id):
+            raise SessionEnded()
+
+
+def on_user_logged_out(sender: Any, request: HttpRequest | None = None, user: Any = None, **kwargs: Any) -> None:
+    """Django's `user_logged_out`: end what the session was doing and close its sockets. Sent before the
+    session is flushed, so its key is still known here."""
+    from assistant.services import session_runs_end
+
+    key = getattr(getattr(request, "session", None), "session_key", None)
+    if key:
+        session_runs_end(session_key=key)
