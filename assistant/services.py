@@ -183,14 +183,25 @@ def run_cancel(*, user: Any, run_id: int) -> AgentRun:
 
 
 @transaction.atomic
-def run_confirm(*, user: Any, run_id: int, approve: bool) -> AgentRun:
-    """Answer the action a run is waiting on; the run then goes on in a worker."""
+def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> AgentRun:
+    """Answer the question a run is waiting on; the run then goes on in a worker.
+
+    The answer names the step it answers, the card the person saw. Anything but the step the run is
+    waiting on now (one already answered, another run's, one that asked nothing) is refused as
+    `stale_confirmation` and changes nothing: an approval can never land on an action nobody saw.
+    Another person's run or step answers exactly like a missing one."""
     run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
+    if not AgentStep.objects.for_user(user).filter(pk=step_id).exists():
+        raise NotFound(f"No step {step_id!r}.")
     pending = run_pending_confirmation(run=run) if run.status == AgentRun.Status.AWAITING_CONFIRMATION else None
-    if pending is None:
-        raise Refused("nothing_to_confirm", "This run is not waiting for your confirmation.")
+    if pending is None or pending.pk != step_id:
+        raise Refused(
+            "stale_confirmation",
+            "That action is not the one waiting for your answer (it was answered already, or is not this "
+            "run's question); nothing was done.",
+        )
     pending.confirmation = AgentStep.Confirmation.APPROVED if approve else AgentStep.Confirmation.DENIED
     pending.reason = "Approved; running." if approve else "Declined by you."
     pending.save(update_fields=["confirmation", "reason"])
