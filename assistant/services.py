@@ -16,6 +16,7 @@ from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
+from assistant.turn.lease import LeaseLost
 
 
 class Refused(Exception):
@@ -134,10 +135,13 @@ def _decline(step: AgentStep, reason: str) -> None:
 
 def run_finish(
     *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
-    steps: list[AgentStep] | None = None,
+    steps: list[AgentStep] | None = None, holder: str | None = None,
 ) -> AgentRun:
     """Close a run with its final status and announce it. Counts and tokens are totalled from its steps
-    (pass them when already loaded)."""
+    (pass them when already loaded).
+
+    A worker passes its `holder`: the run is then closed only while that worker still holds its lease,
+    in the same statement, and `LeaseLost` is raised, with nothing changed, when it does not."""
     now = timezone.now()
     steps = list(run.steps.all()) if steps is None else steps
     tool_steps = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
@@ -151,10 +155,16 @@ def run_finish(
     run.finished_at = now
     run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
     run.lease_owner, run.lease_expires_at = "", None
-    run.save(update_fields=[
+    fields = [
         "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
         "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
-    ])
+    ]
+    if holder is None:
+        run.save(update_fields=fields)
+    else:
+        values = {name: getattr(run, name) for name in fields}
+        if not AgentRun.objects.filter(pk=run.pk, lease_owner=holder).update(**values):
+            raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
     if status == AgentRun.Status.CANCELLED:
         publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
     elif status != AgentRun.Status.SUCCEEDED:
