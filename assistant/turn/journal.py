@@ -2,7 +2,8 @@
 
 Every write is fenced by the lease (`assistant.turn.fence`): it happens only while this worker's holder
 is still the run's `lease_owner`, and raises `LeaseLost` without changing anything otherwise. Every
-write is then published to the run's owner, after it commits.
+write is then published to the run's owner, after it commits. Whatever reaches a column or jsonb is made
+storable first (`model_output`), so no value can make a write fail.
 """
 
 from __future__ import annotations
@@ -19,10 +20,26 @@ from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
 from assistant.turn.fence import insert_fenced, update_fenced
 from assistant.turn.lease import LeaseLost
+from assistant.turn.model_output import MAX_NAME_CHARS, clean_text, storable_json
 
 Status = AgentRun.Status
 Kind = AgentStep.Kind
 State = AgentStep.State
+
+_JSON_FIELDS = ("arguments", "result")
+_TEXT_FIELDS = ("reason",)
+_NAME_FIELDS = ("tool_name", "call_id")
+
+
+def _make_storable(step: AgentStep, names: tuple[str, ...] | None = None) -> None:
+    for name in names or (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS):
+        value = getattr(step, name)
+        if name in _JSON_FIELDS:
+            setattr(step, name, storable_json(value)[0])
+        elif isinstance(value, str):
+            cleaned = clean_text(value)
+            setattr(step, name, cleaned[:MAX_NAME_CHARS] if name in _NAME_FIELDS else cleaned)
+
 
 class StepJournal:
     """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first)."""
@@ -42,6 +59,7 @@ class StepJournal:
         """A new step after the last one."""
         seq = (self.steps[-1].seq + 1) if self.steps else 1
         step = AgentStep(run=self.run, seq=seq, **fields)
+        _make_storable(step)
         if not insert_fenced(step, run_id=self.run.pk, holder=self.holder):
             raise self._lost()
         self.steps.append(step)
@@ -49,6 +67,7 @@ class StepJournal:
         return step
 
     def save(self, step: AgentStep, *fields: str) -> None:
+        _make_storable(step, tuple(name for name in fields if name in (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS)))
         if not update_fenced(step, fields, run_id=self.run.pk, holder=self.holder):
             raise self._lost()
         self._publish_step(step)
@@ -89,6 +108,7 @@ class StepJournal:
 
     def succeed(self, user: Any, reply: str) -> tuple[AgentRun, AgentMessage]:
         """End the run with its reply, one message in the chat."""
+        reply = clean_text(reply)
         with transaction.atomic():
             # The fenced UPDATE goes first: it locks the run row, so the message below cannot race a claim.
             run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps, holder=self.holder)
@@ -102,10 +122,11 @@ class StepJournal:
 
     def stop(self, status: str, stop_reason: str, message: str) -> AgentRun:
         """End the run without a reply (a limit, a cancel, a model error, a crash)."""
-        return run_finish(run=self.run, status=status, stop_reason=stop_reason, error=message,
+        return run_finish(run=self.run, status=status, stop_reason=stop_reason, error=clean_text(message),
                           steps=self.steps, holder=self.holder)
 
     def store_summary(self, summary: AgentMessage) -> None:
         """Keep a summary of older messages made during this turn (see `conversation_window`)."""
+        summary.content = clean_text(summary.content)
         if not insert_fenced(summary, run_id=self.run.pk, holder=self.holder):
             raise self._lost()

@@ -7,7 +7,8 @@ confirmation) rebuilds its conversation from them and goes on from the last comp
 step that started but never finished is not run again; the model is told its outcome is unknown.
 
 The rules live beside this module: `journal` (fenced persistence and publishing: a worker that lost
-the lease writes nothing), `limits` and `confirmation` (when a call waits for the person).
+the lease writes nothing), `limits`, `confirmation` (when a call waits for the person) and
+`model_output` (what a model sends, made fit to store before anything is stored or run).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from assistant.turn.context import chat_history, conversation_window, system_pro
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import Heartbeat, LeaseLost
 from assistant.turn.limits import Limits, StopRun
+from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls
 from registry.selectors import profile_summary
 from registry.services import profile_record_invocation
 
@@ -65,6 +67,7 @@ class PendingCall:
 
     call: ToolCall
     step: AgentStep | None
+    problem: str | None  # why it cannot run as sent (see model_output.recorded_calls)
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -199,6 +202,7 @@ class Turn:
     def _on_delta(self, delta: str) -> None:
         if not self.heartbeat.holds():
             raise LeaseLost()
+        delta = clean_text(delta)
         self._streamed.append(delta)
         publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
         self._check_cancel()
@@ -243,7 +247,7 @@ class Turn:
         assert self.model is not None
         self.limits.before_model_call(self.steps)
         started = time.monotonic()
-        response = self.model.complete(messages)
+        response = fit_response(self.model.complete(messages))
         self._record_model_call(response, started, arguments={"purpose": "summarise"})
         return response
 
@@ -257,7 +261,8 @@ class Turn:
         return memory_recall(owner=self.user, spec=self.run.spec, vector=vector, limit=limit)
 
     def _transcript(self) -> list[Message]:
-        """The run so far, from its steps: each model call that asked for tools, then their results."""
+        """The run so far, from its steps: each model call that asked for tools, then their results, each
+        result answering its call by the id the run recorded for it (unique within the run)."""
         messages: list[Message] = []
         for step in self.steps:
             result = step.result or {}
@@ -287,15 +292,20 @@ class Turn:
                 duration_ms=int((time.monotonic() - started) * 1000),
             )
             raise
+        response = fit_response(response)
         self._record_model_call(response, started)
         return response
 
     def _record_model_call(self, response: ModelResponse, started: float, arguments: dict[str, Any] | None = None
                            ) -> None:
+        seq = (self.steps[-1].seq + 1) if self.steps else 1
+        taken = {call_id for step in self.steps for call_id in ids_in((step.result or {}).get("tool_calls") or ())
+                 if step.kind == Kind.MODEL_CALL}
         self.journal.add(
             kind=Kind.MODEL_CALL, arguments=arguments or {},
             result={
-                "text": response.text, "tool_calls": [call.to_dict() for call in response.tool_calls],
+                "text": response.text,
+                "tool_calls": recorded_calls(response.tool_calls, step_seq=seq, taken=taken),
                 "model": response.model, "provider": response.provider, "is_demo": response.is_demo,
             },
             prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
@@ -305,7 +315,9 @@ class Turn:
     # --- tools -------------------------------------------------------------------------------
 
     def _pending_calls(self) -> list[PendingCall]:
-        """Tool calls of the latest model call that have no finished step yet (with any step they have)."""
+        """Tool calls of the latest model call that have no finished step yet (with any step they have).
+        A call is known by the id its model step recorded, unique within the run, never by the
+        provider's id: two calls of one answer are two steps, whatever ids the model gave them."""
         last = next((s for s in reversed(self.steps) if s.kind == Kind.MODEL_CALL and s.state == State.FINISHED), None)
         calls = (last.result or {}).get("tool_calls") if last is not None else None
         if last is None or not calls:
@@ -316,14 +328,17 @@ class Turn:
             call = ToolCall.from_dict(raw)
             existing = after.get(call.id)
             if existing is None or existing.state != State.FINISHED:
-                pending.append(PendingCall(call, existing))
+                pending.append(PendingCall(call, existing, raw.get("problem")))
         return pending
 
     def _tool_call(self, pending: PendingCall) -> bool:
-        """Run (or decline, or pause on) one tool call. Returns False when the run pauses for the user."""
+        """Run (or refuse, decline, or pause on) one tool call. Returns False when the run pauses for the user."""
         call, existing = pending.call, pending.step
         if existing is None:
             self.limits.before_tool_call(self.steps, call.name, call.arguments)
+        if pending.problem is not None:
+            self._record_outcome(existing, call, {"status": "invalid", "took_effect": False, "reason": pending.problem})
+            return True
         if call.invalid_arguments is not None:
             self._record_outcome(existing, call, {
                 "status": "invalid", "took_effect": False,
@@ -346,8 +361,9 @@ class Turn:
             step.state = State.STARTED
             self.journal.save(step, "state")
         started = time.monotonic()
+        # What runs is the step's own record: exactly what the person saw and, if asked, approved.
         outcome = execute_tool(
-            self.user, call.name, call.arguments,
+            self.user, step.tool_name, step.arguments,
             spec=self.config.get("spec"), profile=self.config.get("permission_profile") or None,
         )
         self._record_outcome(step, call, outcome.to_model(), started=started)

@@ -1,11 +1,12 @@
-"""An approval is bound to the action the person saw: a confirm names the step it answers. Through the real
-socket, the real worker and the real database; only the model is replaced (a script)."""
+"""An approval is bound to the action the person saw: each tool call is its own step, and a confirm names
+the step it answers. Through the real socket, the real worker and the real database; only the model is
+replaced (a script, or a fake provider server speaking its real HTTP API)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,9 +15,13 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from assistant.models import AgentRun, AgentStep
-from assistant.services import chat_send
+from assistant.services import chat_send, run_confirm
+from assistant.turn.lease import lease_claim, new_holder
+from assistant.turn.loop import run_turn
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.fakes import FakeAnthropicServer, anthropic_stream, provider_settings
+from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tracker.models import Project
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
@@ -59,6 +64,126 @@ def tool_steps(run_id: int) -> list[AgentStep]:
 @pytest.fixture
 def two_projects(alice: Any) -> tuple[Project, Project]:
     return Project.objects.create(owner=alice, name="A"), Project.objects.create(owner=alice, name="B")
+
+
+# --- one step per call, whatever ids the model gave --------------------------------------------------------
+
+
+def approve_first_deny_second(alice: Any, first: Project, second: Project) -> int:
+    """Send a request whose model asks to delete `first` and `second`; approve the first card and deny the
+    second, asserting that each card shows one project and that approving one deletes only it."""
+    tab = connect(alice)
+
+    async def scenario() -> int:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "delete A and B"})
+        asked = (await receive_until(tab, "assistant.confirm"))[-1]
+        assert asked["step"]["arguments"] == {"pk": first.pk}
+        await tab.send_json_to(answer(asked, approve=True))
+        events = await receive_until(tab, "assistant.confirm", "assistant.replied", "assistant.reply_failed")
+        # The second call is a question of its own: approving the first must not have run it.
+        assert events[-1]["type"] == "assistant.confirm", [event["type"] for event in events]
+        asked_again = events[-1]
+        assert asked_again["step"]["arguments"] == {"pk": second.pk}
+        assert asked_again["step"]["id"] != asked["step"]["id"]
+        assert not await database_sync_to_async(exists)(first)
+        assert await database_sync_to_async(exists)(second)
+        await tab.send_json_to(answer(asked_again, approve=False))
+        replied = (await receive_until(tab, "assistant.replied", "assistant.reply_failed"))[-1]
+        assert replied["type"] == "assistant.replied", replied
+        await tab.disconnect()
+        return int(asked["run_id"])
+
+    return asyncio.run(scenario())
+
+
+def assert_each_call_has_its_own_step(run_id: int, first: Project, second: Project) -> list[AgentStep]:
+    deleted, kept = tool_steps(run_id)
+    assert (deleted.arguments, deleted.confirmation, deleted.result["status"]) == ({"pk": first.pk}, "approved", "done")
+    assert (kept.arguments, kept.confirmation, kept.result["status"]) == ({"pk": second.pk}, "denied", "declined")
+    assert deleted.call_id and kept.call_id and deleted.call_id != kept.call_id
+    assert not exists(first) and exists(second)
+    return [deleted, kept]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_two_scripted_calls_sharing_one_id_are_two_steps_each_approved_on_its_own(
+    alice: Any, two_projects: tuple[Project, Project], celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    first, second = two_projects
+    model = script(
+        {"tool_calls": [{"id": "dup", "name": DELETE, "arguments": {"pk": first.pk}},
+                        {"id": "dup", "name": DELETE, "arguments": {"pk": second.pk}}]},
+        {"text": "Deleted A; B stays."},
+    )
+    with assistant_settings_with(MODEL=model):
+        run_id = approve_first_deny_second(alice, first, second)
+    assert_each_call_has_its_own_step(run_id, first, second)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_two_streamed_openai_calls_sharing_one_id_are_told_apart_and_answered_in_pairs(
+    alice: Any, two_projects: tuple[Project, Project], celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    first, second = two_projects
+    fake_openai.queue(
+        openai_stream([], [("dup", DELETE, {"pk": first.pk}), ("dup", DELETE, {"pk": second.pk})]),
+        openai_stream(["Deleted A; B stays."]),
+    )
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        run_id = approve_first_deny_second(alice, first, second)
+    deleted, kept = assert_each_call_has_its_own_step(run_id, first, second)
+
+    # What went back to the provider pairs each result with its own call, under ids that tell them apart.
+    messages = fake_openai.bodies[-1]["messages"]
+    asked = next(message for message in messages if message["role"] == "assistant" and message.get("tool_calls"))
+    ids = {call["id"]: call["function"]["arguments"] for call in asked["tool_calls"]}
+    assert len(ids) == 2
+    results = {message["tool_call_id"]: message["content"] for message in messages if message["role"] == "tool"}
+    assert set(results) == set(ids) == {deleted.call_id, kept.call_id}
+    assert str(first.pk) in ids[deleted.call_id] and '"done"' in results[deleted.call_id]
+    assert str(second.pk) in ids[kept.call_id] and '"declined"' in results[kept.call_id]
+
+
+@pytest.fixture
+def anthropic_server() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as fake:
+        yield fake
+
+
+@pytest.mark.django_db
+def test_two_anthropic_tool_uses_sharing_one_id_are_told_apart_and_answered_in_pairs(
+    alice: Any, two_projects: tuple[Project, Project], anthropic_server: FakeAnthropicServer
+) -> None:
+    # The turn runs in this thread (as a worker would run it): `chat_send` enqueues only on commit, which a
+    # plain `django_db` test never reaches.
+    first, second = two_projects
+    anthropic_server.queue(
+        anthropic_stream([], [("toolu_dup", DELETE, {"pk": first.pk}), ("toolu_dup", DELETE, {"pk": second.pk})]),
+        anthropic_stream(["Deleted A; B stays."]),
+    )
+    providers = provider_settings(claude={"kind": "anthropic", "base_url": anthropic_server.base_url, "api_key": "k"})
+    with assistant_settings_with(MODEL="claude:fake-claude", **providers):
+        run = chat_send(user=alice, content="delete A and B").run
+        assert run_turn(run.pk, holder=new_holder(), claim=lease_claim) == "awaiting_confirmation"
+        (asked,) = AgentStep.objects.filter(run=run, state="awaiting_confirmation")
+        assert asked.arguments == {"pk": first.pk}
+        run_confirm(user=alice, run_id=run.pk, step_id=asked.pk, approve=True)
+        assert run_turn(run.pk, holder=new_holder(), claim=lease_claim) == "awaiting_confirmation"
+        assert not exists(first) and exists(second)
+        (asked_again,) = AgentStep.objects.filter(run=run, state="awaiting_confirmation", confirmation="")
+        assert asked_again.arguments == {"pk": second.pk}
+        run_confirm(user=alice, run_id=run.pk, step_id=asked_again.pk, approve=False)
+        assert run_turn(run.pk, holder=new_holder(), claim=lease_claim) == "succeeded"
+    deleted, kept = assert_each_call_has_its_own_step(run.pk, first, second)
+
+    turns = anthropic_server.bodies[-1]["messages"]
+    uses = {block["id"]: block["input"] for block in turns[1]["content"] if block["type"] == "tool_use"}
+    results = {block["tool_use_id"]: block["content"] for block in turns[2]["content"]}
+    assert uses == {deleted.call_id: {"pk": first.pk}, kept.call_id: {"pk": second.pk}}
+    assert '"done"' in results[deleted.call_id] and '"declined"' in results[kept.call_id]
 
 
 # --- a confirm answers the step it names, and nothing else ------------------------------------------------
