@@ -394,7 +394,7 @@ class Turn:
             return  # ended elsewhere (the sweeper, another worker): nothing of this worker's to record
         outcomes: dict[str, str] = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}
         status = outcomes.get(stop.status, "error")
-        self._record(run, status, stop.message)
+        self._record(run, status, run.error)  # the message as stored: a provider's error text is made storable
 
     def _record(self, run: AgentRun, status: str, error: str) -> None:
         """File the finished run (as `run_finish` left it) in the registry."""

@@ -45,7 +45,7 @@ def test_a_worker_that_lost_its_lease_during_a_tool_leaves_the_new_holders_recor
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
     model = script(
-        {"tool_calls": [{"name": "test_wait", "arguments": {"seconds": 2}}]},
+        {"tool_calls": [{"name": "test_wait", "arguments": {"seconds": 3}}]},
         {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "after"}}]},
         {"text": "Done once."},
     )
@@ -76,10 +76,10 @@ def test_a_worker_that_lost_its_lease_during_a_tool_leaves_the_new_holders_recor
 def test_a_worker_that_lost_its_lease_while_the_model_answered_writes_no_reply(
     alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
-    stale = openai_stream([f"stale{i} " for i in range(10)])
-    stale.sse_interval = 0.1  # the first worker's answer ends after about a second
-    fresh = openai_stream([f"fresh{i} " for i in range(10)])
-    fresh.sse_interval = 0.3  # the second holder's, about two seconds later
+    stale = openai_stream([f"stale{i} " for i in range(20)])
+    stale.sse_interval = 0.1  # the first worker's answer ends after about two seconds
+    fresh = openai_stream([f"fresh{i} " for i in range(20)])
+    fresh.sse_interval = 0.15  # the second holder's, about a second after that
     fake_openai.queue(stale, fresh)
     run = send(alice, "tell me something", "openai:fake-gpt")
     wait_for(lambda: len(fake_openai.requests) == 1, what="the first worker's model call")
@@ -89,7 +89,7 @@ def test_a_worker_that_lost_its_lease_while_the_model_answered_writes_no_reply(
     celery_worker.wait_idle()
     run.refresh_from_db()
 
-    expected = "".join(f"fresh{i} " for i in range(10)).strip()
+    expected = "".join(f"fresh{i} " for i in range(20)).strip()
     assert (run.status, run.reply, run.attempts) == ("succeeded", expected, 2), run.error
     assert list(AgentMessage.objects.filter(run=run, role="assistant").values_list("content", flat=True)) == [expected]
     (answered,) = run.steps.filter(kind="model_call")
