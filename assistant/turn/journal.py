@@ -31,8 +31,10 @@ _TEXT_FIELDS = ("reason",)
 _NAME_FIELDS = ("tool_name", "call_id")
 
 
-def _make_storable(step: AgentStep, names: tuple[str, ...] | None = None) -> None:
-    for name in names or (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS):
+def _make_storable(step: AgentStep, names: tuple[str, ...] = (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS)) -> None:
+    """Whatever of these fields reaches a column: jsonb without NUL, unpaired surrogates or NaN; text
+    without NUL or unpaired surrogates; a name or id within its column's length."""
+    for name in names:
         value = getattr(step, name)
         if name in _JSON_FIELDS:
             setattr(step, name, storable_json(value)[0])
