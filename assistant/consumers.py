@@ -201,10 +201,12 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_confirm(self, content: dict[str, Any]) -> None:
         run_id = _id(content, "run_id", required=True)
+        step_id = _id(content, "step_id", required=True)  # the question the person answers, never "the run's"
         approve = content.get("approve")
         if not isinstance(approve, bool):
             raise BadRequest("bad_request", '"approve" must be true or false.')
-        await database_sync_to_async(services.run_confirm)(user=self.user, run_id=run_id, approve=approve)
+        await database_sync_to_async(services.run_confirm)(user=self.user, run_id=run_id, step_id=step_id,
+                                                           approve=approve)
 
     async def on_load(self, content: dict[str, Any]) -> None:
         chat_id = _id(content, "chat_id", required=False)

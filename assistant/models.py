@@ -176,7 +176,10 @@ class AgentStep(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices)
     state = models.CharField(max_length=32, choices=State.choices, default=State.FINISHED)
     tool_name = models.CharField(max_length=200, blank=True)
-    call_id = models.CharField(max_length=200, blank=True, help_text="The model's id for this tool call.")
+    call_id = models.CharField(
+        max_length=200, blank=True,
+        help_text="The tool call's id, unique in its run: the model's own when it was one, else made by the server.",
+    )
     confirmation = models.CharField(max_length=16, choices=Confirmation.choices, blank=True)
     arguments = models.JSONField(default=dict, blank=True)
     result = models.JSONField(null=True, blank=True)
@@ -191,7 +194,13 @@ class AgentStep(models.Model):
 
     class Meta:
         ordering = ["run", "seq"]
-        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="step_run_seq_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "seq"], name="step_run_seq_unique"),
+            # One step per tool call: what a person approves, and what runs, is that call and no other.
+            models.UniqueConstraint(
+                fields=["run", "call_id"], condition=Q(kind="tool_call") & ~Q(call_id=""), name="step_one_per_tool_call"
+            ),
+        ]
 
     # Tool outcomes that count as errors in a run's and a profile's figures: the tool did not do what
     # the model asked (a declined action is the person's choice, but still not what was asked).

@@ -25,6 +25,7 @@ from assistant.payloads import chat_payload, message_payload, run_event, run_pay
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
 from assistant.tools.offer import resolve_scope
+from assistant.turn.lease import LeaseLost
 
 
 class Refused(Exception):
@@ -160,10 +161,13 @@ def _decline(step: AgentStep, reason: str) -> None:
 
 def run_finish(
     *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
-    steps: list[AgentStep] | None = None,
+    steps: list[AgentStep] | None = None, holder: str | None = None,
 ) -> AgentRun:
     """Close a run with its final status and announce it. Counts and tokens are totalled from its steps
-    (pass them when already loaded)."""
+    (pass them when already loaded).
+
+    A worker passes its `holder`: the run is then closed only while that worker still holds its lease,
+    in the same statement, and `LeaseLost` is raised, with nothing changed, when it does not."""
     now = timezone.now()
     steps = list(run.steps.all()) if steps is None else steps
     tool_steps = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
@@ -177,10 +181,16 @@ def run_finish(
     run.finished_at = now
     run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
     run.lease_owner, run.lease_expires_at = "", None
-    run.save(update_fields=[
+    fields = [
         "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
         "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
-    ])
+    ]
+    if holder is None:
+        run.save(update_fields=fields)
+    else:
+        values = {name: getattr(run, name) for name in fields}
+        if not AgentRun.objects.filter(pk=run.pk, lease_owner=holder).update(**values):
+            raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
     if status == AgentRun.Status.CANCELLED:
         publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
     elif status != AgentRun.Status.SUCCEEDED:
@@ -209,14 +219,25 @@ def run_cancel(*, user: Any, run_id: int) -> AgentRun:
 
 
 @transaction.atomic
-def run_confirm(*, user: Any, run_id: int, approve: bool) -> AgentRun:
-    """Answer the action a run is waiting on; the run then goes on in a worker."""
+def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> AgentRun:
+    """Answer the question a run is waiting on; the run then goes on in a worker.
+
+    The answer names the step it answers, the card the person saw. Anything but the step the run is
+    waiting on now (one already answered, another run's, one that asked nothing) is refused as
+    `stale_confirmation` and changes nothing: an approval can never land on an action nobody saw.
+    Another person's run or step answers exactly like a missing one."""
     run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
+    if not AgentStep.objects.for_user(user).filter(pk=step_id).exists():
+        raise NotFound(f"No step {step_id!r}.")
     pending = run_pending_confirmation(run=run) if run.status == AgentRun.Status.AWAITING_CONFIRMATION else None
-    if pending is None:
-        raise Refused("nothing_to_confirm", "This run is not waiting for your confirmation.")
+    if pending is None or pending.pk != step_id:
+        raise Refused(
+            "stale_confirmation",
+            "That action is not the one waiting for your answer (it was answered already, or is not this "
+            "run's question); nothing was done.",
+        )
     pending.confirmation = AgentStep.Confirmation.APPROVED if approve else AgentStep.Confirmation.DENIED
     pending.reason = "Approved; running." if approve else "Declined by you."
     pending.save(update_fields=["confirmation", "reason"])

@@ -9,7 +9,7 @@ import pytest
 from django.test import override_settings
 
 from assistant.llm import Message, ModelError, ToolCall, get_model
-from tests.fakes import FakeOpenAIServer, error_reply, openai_completion, openai_stream, provider_settings
+from tests.fakes import FakeOpenAIServer, Reply, error_reply, openai_completion, openai_stream, provider_settings
 from tests.fakes.tools import TASK_CREATE, TASK_LIST
 
 CONVERSATION = [
@@ -141,3 +141,24 @@ def test_missing_key_for_the_public_api_fails_without_a_request() -> None:
 def test_unknown_provider_name_is_a_configuration_error() -> None:
     with override_settings(ASSISTANT=provider_settings()), pytest.raises(ModelError, match="Unknown model provider"):
         get_model("ollama:llama3")
+
+
+def test_streamed_calls_that_share_an_index_but_not_an_id_stay_two_calls(server: FakeOpenAIServer) -> None:
+    # Some compatible servers send every tool call whole, each at index 0, each with its own id.
+    def chunk(delta: dict[str, object], finish: str | None = None) -> tuple[None, dict[str, object]]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return None, {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": "fake-gpt",
+                      "choices": [choice]}
+
+    events: list[tuple[str | None, object]] = [chunk({"role": "assistant", "content": ""})]
+    for call_id, search in (("call_a", "milk"), ("call_b", "bread")):
+        function = {"name": "tracker_task_list", "arguments": json.dumps({"search": search})}
+        events.append(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": function}]}))
+    events += [chunk({}, "tool_calls"), (None, "[DONE]")]
+    server.queue(Reply(sse=events))
+
+    response = get_model("local:fake-gpt").call_tools(CONVERSATION, [TASK_LIST], on_text_delta=lambda delta: None)
+    assert response.tool_calls == (
+        ToolCall("call_a", "tracker_task_list", {"search": "milk"}),
+        ToolCall("call_b", "tracker_task_list", {"search": "bread"}),
+    )

@@ -127,7 +127,7 @@ def test_the_demo_requests_in_one_chat(alice: Any, board: Board) -> None:
     assert (lookup.tool_name, lookup.arguments) == ("tracker_project_list", {"search": "Home"})
     assert (delete.tool_name, delete.arguments) == ("tracker_project_delete", {"pk": board.home.pk})
     assert Project.objects.filter(pk=board.home.pk).exists()
-    run_confirm(user=alice, run_id=run.pk, approve=False)
+    run_confirm(user=alice, run_id=run.pk, step_id=delete.pk, approve=False)
     run = _turn(run)
     assert run.status == AgentRun.Status.SUCCEEDED
     assert run.reply == "You declined, so nothing was changed."
@@ -138,7 +138,7 @@ def test_the_demo_requests_in_one_chat(alice: Any, board: Board) -> None:
     run = ask(alice, "delete the project Home")
     assert run.status == AgentRun.Status.AWAITING_CONFIRMATION
     assert tool_steps(run)[-1].arguments == {"pk": board.home.pk}
-    run_confirm(user=alice, run_id=run.pk, approve=True)
+    run_confirm(user=alice, run_id=run.pk, step_id=tool_steps(run)[-1].pk, approve=True)
     run = _turn(run)
     assert run.status == AgentRun.Status.SUCCEEDED
     assert not Project.objects.filter(pk=board.home.pk).exists()
@@ -176,7 +176,7 @@ def test_bobs_home_is_never_touched(alice: Any, bob: Any, board: Board) -> None:
         assert "Bob's chores" not in run.reply
     assert Task.objects.get(title="Buy milk").project == board.home  # not Bob's "Home"
     run = ask(alice, "delete the project Home")
-    run_confirm(user=alice, run_id=run.pk, approve=True)
+    run_confirm(user=alice, run_id=run.pk, step_id=tool_steps(run)[-1].pk, approve=True)
     run = _turn(run)
     assert run.status == AgentRun.Status.SUCCEEDED
 

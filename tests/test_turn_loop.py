@@ -133,7 +133,7 @@ def test_confirmation_approved_across_a_worker_restart(
     assert Project.objects.filter(pk=home.pk).exists()
 
     celery_worker.restart()  # nothing about the question lives in the worker
-    run_confirm(user=alice, run_id=run.pk, approve=True)
+    run_confirm(user=alice, run_id=run.pk, step_id=pending.pk, approve=True)
     run = wait_for_run(run.pk, *FINISHED)
     assert (run.status, run.reply) == ("succeeded", "Deleted Home.")
     assert not Project.objects.filter(pk=home.pk).exists()
@@ -151,7 +151,7 @@ def test_confirmation_denied_across_a_worker_restart_tells_the_model_and_changes
     )
     run = wait_for_run(send(alice, "delete Home", model).pk, "awaiting_confirmation")
     celery_worker.restart()
-    run_confirm(user=alice, run_id=run.pk, approve=False)
+    run_confirm(user=alice, run_id=run.pk, step_id=run.steps.get(state="awaiting_confirmation").pk, approve=False)
     run = wait_for_run(run.pk, *FINISHED)
     assert run.status == "succeeded"
     declined = run.steps.get(kind="tool_call")

@@ -139,7 +139,8 @@ def test_reload_gets_the_chat_the_active_run_and_its_pending_question(
         assert [m["content"] for m in loaded["messages"]] == ["delete Home"]
         assert loaded["active_run"]["status"] == "awaiting_confirmation"
         assert loaded["pending_confirmation"]["tool_name"] == "tracker_project_delete"
-        await socket.send_json_to({"type": "assistant.confirm", "run_id": run.pk, "approve": True})
+        await socket.send_json_to({"type": "assistant.confirm", "run_id": run.pk,
+                                   "step_id": loaded["pending_confirmation"]["id"], "approve": True})
         events = await receive_until(socket, lambda event: event["type"] == "assistant.replied")
         assert events[-1]["message"]["content"] == "Deleted."
         await socket.disconnect()
@@ -163,14 +164,14 @@ def test_another_persons_ids_answer_like_missing_ones_and_bad_frames_keep_the_so
             ({"type": "assistant.load", "chat_id": 999_999}, "assistant.thread_failed"),
             ({"type": "assistant.cancel", "run_id": bobs_run.pk}, "not_found"),
             ({"type": "assistant.cancel", "run_id": 999_999}, "not_found"),
-            ({"type": "assistant.confirm", "run_id": bobs_run.pk, "approve": True}, "not_found"),
+            ({"type": "assistant.confirm", "run_id": bobs_run.pk, "step_id": 1, "approve": True}, "not_found"),
             ({"type": "assistant.send", "content": "hi", "chat_id": bobs_chat.pk}, "not_found"),
             ({"type": "assistant.send", "content": 42}, "bad_request"),
             ({"type": "assistant.send", "content": "   "}, "empty_message"),
             ({"type": "assistant.send", "content": "x" * 9_000}, "message_too_long"),
             ({"type": "assistant.cancel", "run_id": "abc"}, "bad_request"),
             ({"type": "assistant.cancel", "run_id": 0}, "bad_request"),
-            ({"type": "assistant.confirm", "run_id": bobs_run.pk, "approve": "yes"}, "bad_request"),
+            ({"type": "assistant.confirm", "run_id": bobs_run.pk, "step_id": 1, "approve": "yes"}, "bad_request"),
         ]:
             await socket.send_json_to(frame)
             answer = await socket.receive_json_from(timeout=5)

@@ -125,9 +125,12 @@ class OpenAIChatModel(RemoteModel):
 
     def _read_stream(self, stream: Any, on_text_delta: TextDeltaCallback) -> ModelResponse:
         text: list[str] = []
-        # Tool calls arrive in fragments keyed by index: the first carries id and name, the rest
-        # carry pieces of the JSON arguments.
-        partial: dict[int, dict[str, Any]] = {}
+        # Tool calls arrive in fragments keyed by index: the first carries id and name, the rest carry
+        # pieces of the JSON arguments. A fragment with a different id at an index already in use starts
+        # a new call (some compatible servers send every call at index 0). Ids are kept as sent, even
+        # when two calls share one: the run loop gives each call its own identity.
+        slots: list[dict[str, Any]] = []
+        current: dict[Any, dict[str, Any]] = {}
         usage = Usage()
         model = ""
         with stream:
@@ -141,7 +144,11 @@ class OpenAIChatModel(RemoteModel):
                         text.append(delta.content)
                         on_text_delta(delta.content)
                     for fragment in delta.tool_calls or ():
-                        slot = partial.setdefault(fragment.index, {"id": "", "name": "", "arguments": []})
+                        slot = current.get(fragment.index)
+                        if slot is None or (fragment.id and slot["id"] and fragment.id != slot["id"]):
+                            slot = {"index": fragment.index, "id": "", "name": "", "arguments": []}
+                            current[fragment.index] = slot
+                            slots.append(slot)
                         if fragment.id:
                             slot["id"] = fragment.id
                         if fragment.function is not None:
@@ -150,12 +157,12 @@ class OpenAIChatModel(RemoteModel):
                             if fragment.function.arguments:
                                 slot["arguments"].append(fragment.function.arguments)
         calls = []
-        for index in sorted(partial):
-            slot = partial[index]
+        ordered = sorted(enumerate(slots), key=lambda item: (item[1]["index"] or 0, item[0]))
+        for position, (_, slot) in enumerate(ordered):
             arguments, invalid = parse_arguments("".join(slot["arguments"]))
             calls.append(
                 ToolCall(
-                    id=slot["id"] or f"call_{index}",
+                    id=slot["id"] or f"call_{position}",
                     name=slot["name"],
                     arguments=arguments,
                     invalid_arguments=invalid,

@@ -165,12 +165,13 @@ def cached_client(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
 
 
 def parse_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
-    """Arguments as a dict, or ({}, raw) when the model wrote something that is not a JSON object."""
+    """Arguments as a dict, or ({}, raw) when the model wrote something that is not a JSON object, or
+    one Python cannot read (nested past the recursion limit, an integer of thousands of digits)."""
     if not raw.strip():
         return {}, None
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
         return {}, raw
     if not isinstance(value, dict):
         return {}, raw

@@ -51,9 +51,11 @@ def chat_history(run: AgentRun) -> list[AgentMessage]:
 
 
 def conversation_window(
-    run: AgentRun, history: list[AgentMessage], *, keep: int, summarise: Callable[[list[Message]], ModelResponse]
+    run: AgentRun, history: list[AgentMessage], *, keep: int, summarise: Callable[[list[Message]], ModelResponse],
+    store: Callable[[AgentMessage], None] | None = None,
 ) -> tuple[str, list[Message], list[str]]:
-    """(summary text, the verbatim messages, notices) for `history` (see `chat_history`)."""
+    """(summary text, the verbatim messages, notices) for `history` (see `chat_history`). A new summary
+    is kept with `store` (the turn's fenced write), or saved as is without one."""
     if len(history) <= keep:
         return "", [_as_message(row) for row in history], []
 
@@ -75,10 +77,14 @@ def conversation_window(
         notice = f"Older messages were left out of this turn: summarising them failed ({exc})."
         return "", [_as_message(row) for row in recent], [notice]
     summary = response.text.strip()
-    AgentMessage.objects.create(
+    row = AgentMessage(
         chat_id=run.chat_id, owner_id=run.owner_id, role=AgentMessage.Role.SUMMARY, content=summary,
         run=run, covers_through=boundary,
     )
+    if store is not None:
+        store(row)
+    else:
+        row.save()
     return summary, [_as_message(row) for row in recent], []
 
 

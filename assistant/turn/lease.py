@@ -2,7 +2,10 @@
 thread while it lives; a run whose lease ran out belongs to a dead worker and may be taken up again.
 
 This is what makes redelivery safe: Celery may hand the same run to two workers (late acknowledgement,
-the sweeper re-enqueueing), but only the one whose conditional UPDATE wins works on it.
+the sweeper re-enqueueing), but only the one whose conditional UPDATE wins works on it. The holder string
+is also a fencing token: a worker presumed dead that goes on anyway (a long pause, a partition) cannot
+write, because every write of a turn only happens while the run's `lease_owner` is still its holder
+(see `assistant.turn.fence`).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from datetime import timedelta
 from functools import cache
@@ -23,6 +27,15 @@ from assistant.models import AgentRun
 logger = logging.getLogger(__name__)
 
 LEASE_SECONDS = 10.0
+# A worker stops acting on a run when this share of its lease is still left, so that no other worker can
+# take the run over while this one still works on it (the clocks of two hosts may differ a little).
+LEASE_SAFETY_FRACTION = 0.2
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the run (another one took it over, or the lease could not be renewed
+    in time): it must stop touching it. Every write of a turn is fenced by the lease and raises this
+    instead of changing anything."""
 
 
 def new_holder() -> str:
@@ -47,11 +60,14 @@ def _claim_sql() -> str:
     )
 
 
-def lease_claim(run_id: int, holder: str) -> AgentRun | None:
-    """Take the run if it is queued, or running under an expired lease. Returns it, or None if not ours."""
+def lease_claim(run_id: int, holder: str, *, lease_seconds: float = LEASE_SECONDS) -> AgentRun | None:
+    """Take the run if it is queued, or running under an expired lease. Returns it, or None if not ours.
+
+    `holder` is the fencing token: every later write of the turn only happens while the run's
+    `lease_owner` is still this string, and a later claim replaces it."""
     now = timezone.now()
     params = [
-        AgentRun.Status.RUNNING, holder, now + timedelta(seconds=LEASE_SECONDS), now, now,
+        AgentRun.Status.RUNNING, holder, now + timedelta(seconds=lease_seconds), now, now,
         run_id, AgentRun.Status.QUEUED, AgentRun.Status.RUNNING, now,
     ]
     return next(iter(AgentRun.objects.raw(_claim_sql(), params)), None)
@@ -62,16 +78,32 @@ def lease_release(run_id: int, holder: str) -> None:
 
 
 class Heartbeat:
-    """Renews the lease every third of its length until stopped. `lost` is set if another holder took
-    the run; `cancelled` once the database says the user stopped it (the loop also watches the faster
-    Redis flag, so this is the backstop when that flag was lost)."""
+    """Renews the lease every third of its length until stopped, and says whether this worker may still
+    act on the run.
 
-    def __init__(self, run_id: int, holder: str) -> None:
-        self.run_id, self.holder = run_id, holder
+    `lost` is set once another holder took the run, or once the lease could not be renewed before it
+    would run out (the database is unreachable): the worker then stops before another worker could claim
+    the run. A failed renewal is retried until then, so a brief outage costs nothing. `holds()` also
+    answers False past that moment when the heartbeat itself is stuck in a hanging call. `cancelled` is set
+    once the database says the user stopped the run (the loop watches the faster Redis flag; this is the
+    backstop when that flag was lost).
+    """
+
+    def __init__(self, run_id: int, holder: str, *, lease_seconds: float = LEASE_SECONDS) -> None:
+        self.run_id, self.holder, self.lease_seconds = run_id, holder, lease_seconds
         self.lost = threading.Event()
         self.cancelled = threading.Event()
         self._stop = threading.Event()
+        # The claim has just written an expiry `lease_seconds` from now.
+        self._acting_deadline = self._deadline_after(time.monotonic())
         self._thread = threading.Thread(target=self._beat, name=f"lease-{run_id}", daemon=True)
+
+    def _deadline_after(self, renewed_at: float) -> float:
+        return renewed_at + self.lease_seconds * (1 - LEASE_SAFETY_FRACTION)
+
+    def holds(self) -> bool:
+        """May this worker still act on the run? False once lost, or past the last renewal's deadline."""
+        return not self.lost.is_set() and time.monotonic() < self._acting_deadline
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()
@@ -82,20 +114,47 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
     def _beat(self) -> None:
+        interval = self.lease_seconds / 3
         try:
-            while not self._stop.wait(LEASE_SECONDS / 3):
-                renewed = AgentRun.objects.filter(pk=self.run_id, lease_owner=self.holder).update(
-                    lease_expires_at=timezone.now() + timedelta(seconds=LEASE_SECONDS)
-                )
-                if not renewed:
+            while not self._stop.wait(interval):
+                attempted_at = time.monotonic()
+                try:
+                    held = self._renew()
+                except Exception:
+                    logger.warning("Lease heartbeat for run %s could not renew", self.run_id, exc_info=True)
+                    connection.close()  # the next attempt starts on a fresh connection
+                    left = self._acting_deadline - time.monotonic()
+                    if left <= 0:
+                        logger.error("Run %s: its lease could not be renewed in time; this worker stops", self.run_id)
+                        self.lost.set()
+                        return
+                    interval = min(self.lease_seconds / 10, left)
+                    continue
+                if held is None:
                     self.lost.set()
                     return
-                if AgentRun.objects.filter(pk=self.run_id, cancel_requested=True).exists():
+                self._acting_deadline = self._deadline_after(attempted_at)
+                interval = self.lease_seconds / 3
+                if held:
                     self.cancelled.set()
-        except Exception:
-            # A heartbeat that cannot reach the database lets the lease lapse; the run's own next
-            # write will fail the same way, so nothing is done twice.
-            logger.exception("Lease heartbeat for run %s stopped", self.run_id)
         finally:
             close_old_connections()
             connection.close()
+
+    def _renew(self) -> bool | None:
+        """Extend the lease if this holder still has it: None when it does not, else the run's cancel flag."""
+        expires = timezone.now() + timedelta(seconds=self.lease_seconds)
+        with connection.cursor() as cursor:
+            cursor.execute(_renew_sql(), [expires, self.run_id, self.holder])
+            row = cursor.fetchone()
+        return None if row is None else bool(row[0])
+
+
+@cache
+def _renew_sql() -> str:
+    # One statement renews and reads the cancel flag (the ORM's update() returns only a count).
+    table = AgentRun._meta.db_table
+    return (
+        f'UPDATE "{table}" SET "lease_expires_at" = %s '  # noqa: S608 (identifiers from the model's metadata)
+        'WHERE "id" = %s AND "lease_owner" = %s RETURNING "cancel_requested"'
+    )

@@ -5,20 +5,23 @@ Every model call and tool call is an AgentStep row written as it happens, and pu
 The steps are also the checkpoint: a run taken up again (after a crash, or after the user answered a
 confirmation) rebuilds its conversation from them and goes on from the last completed step. A tool
 step that started but never finished is not run again; the model is told its outcome is unknown.
+
+The rules live beside this module: `journal` (fenced persistence and publishing: a worker that lost
+the lease writes nothing), `limits`, `confirmation` (when a call waits for the person) and
+`model_output` (what a model sends, made fit to store before anything is stored or run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
-
-from django.db import transaction
-from django.utils import timezone
 
 from assistant import signals
 from assistant.authority import SESSION_ENDED, RunAuthority, SessionEnded
@@ -27,12 +30,16 @@ from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
-from assistant.models import AgentMessage, AgentRun, AgentStep
-from assistant.payloads import message_payload, run_event, run_payload, step_payload
+from assistant.models import AgentRun, AgentStep
+from assistant.payloads import run_event
 from assistant.services import run_finish, run_setting
 from assistant.tools import Tool, execute_tool, tools_for
+from assistant.turn.confirmation import Decision, decide, declined_outcome
 from assistant.turn.context import chat_history, conversation_window, system_prompt
-from assistant.turn.lease import Heartbeat
+from assistant.turn.journal import StepJournal
+from assistant.turn.lease import Heartbeat, LeaseLost
+from assistant.turn.limits import Limits, StopRun
+from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls
 from registry.selectors import profile_summary
 from registry.services import profile_record_invocation
 
@@ -52,20 +59,16 @@ UNKNOWN_OUTCOME = (
 CANCEL_CHECK_SECONDS = 0.2
 
 
-class StopRun(Exception):
-    """Ends the run with `status`; `message` is what the user reads."""
-
-    def __init__(self, status: str, stop_reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.stop_reason, self.message = status, stop_reason, message
+__all__ = ["UNKNOWN_OUTCOME", "LeaseLost", "QuestionEmbedding", "StopRun", "Turn", "run_turn"]
 
 
-class LeaseLost(Exception):
-    """Another worker took the run over (this one was presumed dead); stop touching it."""
+@dataclass(frozen=True)
+class PendingCall:
+    """A tool call of the latest model answer that has no finished step yet, with the step it has."""
 
-
-def _call_key(name: str, arguments: dict[str, Any]) -> str:
-    return name + json.dumps(arguments, sort_keys=True, default=str)
+    call: ToolCall
+    step: AgentStep | None
+    problem: str | None  # why it cannot run as sent (see model_output.recorded_calls)
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -129,7 +132,9 @@ class Turn:
             early = QuestionEmbedding(text, embedder)
         self.question = early
         # A run taken up for the first time has no steps yet: skip the query.
-        self.steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
+        steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
+        self.journal = StepJournal(run, heartbeat.holder, steps)
+        self.limits = Limits(run)
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
@@ -140,6 +145,10 @@ class Turn:
             heartbeat.cancelled.set()
         # The session the message came with: the run acts with it, and only while it lasts.
         self.authority = RunAuthority(run)
+
+    @property
+    def steps(self) -> list[AgentStep]:
+        return self.journal.steps
 
     # --- entry -------------------------------------------------------------------------------
 
@@ -158,9 +167,9 @@ class Turn:
                 self._boundary()
                 pending = self._pending_calls()
                 if pending:
-                    for call, existing in pending:
+                    for call in pending:
                         self._boundary()
-                        if not self._tool_call(call, existing):
+                        if not self._tool_call(call):
                             return  # paused for the user's confirmation
                     continue
                 response = self._model_call(preamble + self._transcript())
@@ -170,7 +179,7 @@ class Turn:
         except StopRun as stop:
             self._stop(stop)
         except LeaseLost:
-            logger.warning("Run %s was taken over by another worker; this one stops", self.run.pk)
+            logger.warning("Run %s is no longer held by this worker (%s); it stops", self.run.pk, self.heartbeat.holder)
         except ModelError as exc:
             self._stop(StopRun(Status.FAILED, "model_error", str(exc)))
         except SessionEnded as ended:
@@ -179,13 +188,13 @@ class Turn:
     # --- checks ------------------------------------------------------------------------------
 
     def _boundary(self) -> None:
-        """Between steps: has another worker taken the run, has the user stopped it, is time up?
+        """Between steps: does this worker still hold the run, has the user stopped it, is time up?
         Answered from the heartbeat's flags and a throttled Redis lookup, not a database query per step."""
-        if self.heartbeat.lost.is_set():
+        if not self.heartbeat.holds():
             raise LeaseLost()
         self.authority.check()
         self._check_cancel()
-        self._check_wall_time()
+        self.limits.check_wall_time()
 
     def _check_cancel(self) -> None:
         now = time.monotonic()
@@ -196,47 +205,25 @@ class Turn:
             if signals.cancel_requested(self.run.pk):
                 raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
 
-    def _check_wall_time(self) -> None:
-        limit = float(run_setting(self.run, "MAX_WALL_SECONDS"))
-        started = self.run.clock_started_at or self.run.started_at or self.run.created_at
-        if (timezone.now() - started).total_seconds() > limit:
-            raise StopRun(Status.TIMED_OUT, "wall_time",
-                          f"The assistant ran out of time ({limit:.0f} s) for this request.")
-
     def _on_delta(self, delta: str) -> None:
+        if not self.heartbeat.holds():
+            raise LeaseLost()
+        delta = clean_text(delta)
         self._streamed.append(delta)
         publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
         self._check_cancel()
-        self._check_wall_time()
+        self.limits.check_wall_time()
 
     # --- steps -------------------------------------------------------------------------------
 
-    def _new_step(self, **fields: Any) -> AgentStep:
-        seq = (self.steps[-1].seq + 1) if self.steps else 1
-        step = AgentStep.objects.create(run=self.run, seq=seq, **fields)
-        self.steps.append(step)
-        self._publish_step(step)
-        return step
-
-    def _save_step(self, step: AgentStep, *fields: str) -> None:
-        step.save(update_fields=fields)
-        self._publish_step(step)
-
-    def _publish_step(self, step: AgentStep) -> None:
-        publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
-
     def _notice(self, text: str) -> None:
-        self._new_step(kind=Kind.NOTICE, reason=text, took_effect=False)
+        self.journal.notice(text)
 
     def _close_interrupted_steps(self) -> None:
         """Tool steps a dead worker left half-done are not run again: their outcome is unknown."""
         for step in self.steps:
             if step.kind == Kind.TOOL_CALL and step.state == State.STARTED:
-                step.state = State.FINISHED
-                step.took_effect = None
-                step.reason = UNKNOWN_OUTCOME
-                step.result = {"status": "unknown", "took_effect": None, "reason": UNKNOWN_OUTCOME}
-                self._save_step(step, "state", "took_effect", "reason", "result")
+                self.journal.finish_step(step, {"status": "unknown", "took_effect": None, "reason": UNKNOWN_OUTCOME})
 
     def _resume_replay_position(self) -> None:
         # A replaying model (the scripted one) must continue where the run's earlier attempt stopped.
@@ -249,7 +236,7 @@ class Turn:
     def _preamble(self) -> list[Message]:
         keep = int(run_setting(self.run, "KEEP_MESSAGES"))
         summary, conversation, notices = conversation_window(
-            self.run, self.history, keep=keep, summarise=self._summarise
+            self.run, self.history, keep=keep, summarise=self._summarise, store=self.journal.store_summary
         )
         for notice in notices:
             self._notice(notice)
@@ -264,9 +251,9 @@ class Turn:
 
     def _summarise(self, messages: list[Message]) -> ModelResponse:
         assert self.model is not None
-        self._check_limits()
+        self.limits.before_model_call(self.steps)
         started = time.monotonic()
-        response = self.model.complete(messages)
+        response = fit_response(self.model.complete(messages))
         self._record_model_call(response, started, arguments={"purpose": "summarise"})
         return response
 
@@ -280,7 +267,8 @@ class Turn:
         return memory_recall(owner=self.user, spec=self.run.spec, vector=vector, limit=limit)
 
     def _transcript(self) -> list[Message]:
-        """The run so far, from its steps: each model call that asked for tools, then their results."""
+        """The run so far, from its steps: each model call that asked for tools, then their results, each
+        result answering its call by the id the run recorded for it (unique within the run)."""
         messages: list[Message] = []
         for step in self.steps:
             result = step.result or {}
@@ -293,44 +281,37 @@ class Turn:
 
     # --- model -------------------------------------------------------------------------------
 
-    def _check_limits(self) -> None:
-        model_calls = sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL)
-        limit = int(run_setting(self.run, "MAX_MODEL_CALLS"))
-        if model_calls >= limit:
-            raise StopRun(Status.FAILED, "max_model_calls",
-                          f"The assistant stopped: it reached its limit of {limit} model calls for one request.")
-        tokens = sum(step.prompt_tokens + step.completion_tokens for step in self.steps)
-        token_limit = int(run_setting(self.run, "MAX_TOKENS_PER_RUN"))
-        if tokens >= token_limit:
-            raise StopRun(Status.FAILED, "max_tokens",
-                          f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
-
     def _model_call(self, messages: list[Message]) -> ModelResponse:
         """One model call, recorded once it answers. It has no row while it runs: a call cut short by a
         crash has no effect to account for and is simply made again; one cut short by a cancel or the
         wall time is recorded with the text it had streamed so far."""
         assert self.model is not None
-        self._check_limits()
+        self.limits.before_model_call(self.steps)
         started = time.monotonic()
         self._streamed = []
         try:
             response = self.model.call_tools(messages, list(self.tools.values()), on_text_delta=self._on_delta)
         except StopRun as stop:
-            self._new_step(
+            self.journal.add(
                 kind=Kind.MODEL_CALL, took_effect=False, reason=stop.message,
                 result={"text": "".join(self._streamed), "tool_calls": [], "interrupted": True},
                 duration_ms=int((time.monotonic() - started) * 1000),
             )
             raise
+        response = fit_response(response)
         self._record_model_call(response, started)
         return response
 
     def _record_model_call(self, response: ModelResponse, started: float, arguments: dict[str, Any] | None = None
                            ) -> None:
-        self._new_step(
+        seq = (self.steps[-1].seq + 1) if self.steps else 1
+        taken = {call_id for step in self.steps for call_id in ids_in((step.result or {}).get("tool_calls") or ())
+                 if step.kind == Kind.MODEL_CALL}
+        self.journal.add(
             kind=Kind.MODEL_CALL, arguments=arguments or {},
             result={
-                "text": response.text, "tool_calls": [call.to_dict() for call in response.tool_calls],
+                "text": response.text,
+                "tool_calls": recorded_calls(response.tool_calls, step_seq=seq, taken=taken),
                 "model": response.model, "provider": response.provider, "is_demo": response.is_demo,
             },
             prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
@@ -339,8 +320,10 @@ class Turn:
 
     # --- tools -------------------------------------------------------------------------------
 
-    def _pending_calls(self) -> list[tuple[ToolCall, AgentStep | None]]:
-        """Tool calls of the latest model call that have no finished step yet (with any step they have)."""
+    def _pending_calls(self) -> list[PendingCall]:
+        """Tool calls of the latest model call that have no finished step yet (with any step they have).
+        A call is known by the id its model step recorded, unique within the run, never by the
+        provider's id: two calls of one answer are two steps, whatever ids the model gave them."""
         last = next((s for s in reversed(self.steps) if s.kind == Kind.MODEL_CALL and s.state == State.FINISHED), None)
         calls = (last.result or {}).get("tool_calls") if last is not None else None
         if last is None or not calls:
@@ -351,38 +334,42 @@ class Turn:
             call = ToolCall.from_dict(raw)
             existing = after.get(call.id)
             if existing is None or existing.state != State.FINISHED:
-                pending.append((call, existing))
+                pending.append(PendingCall(call, existing, raw.get("problem")))
         return pending
 
-    def _tool_call(self, call: ToolCall, existing: AgentStep | None) -> bool:
-        """Run (or decline, or pause on) one tool call. Returns False when the run pauses for the user."""
+    def _tool_call(self, pending: PendingCall) -> bool:
+        """Run (or refuse, decline, or pause on) one tool call. Returns False when the run pauses for the user."""
+        call, existing = pending.call, pending.step
         if existing is None:
-            self._check_tool_limits(call)
-        offered = self.tools.get(call.name)
+            self.limits.before_tool_call(self.steps, call.name, call.arguments)
+        if pending.problem is not None:
+            self._record_outcome(existing, call, {"status": "invalid", "took_effect": False, "reason": pending.problem})
+            return True
         if call.invalid_arguments is not None:
             self._record_outcome(existing, call, {
                 "status": "invalid", "took_effect": False,
                 "reason": "The arguments were not a JSON object; send them again as one.",
             })
             return True
-        if offered is not None and offered.confirm:
-            if existing is None or existing.confirmation == "":
-                self._await_confirmation(call, existing)
-                return False
-            if existing.confirmation == AgentStep.Confirmation.DENIED:
-                self._record_outcome(existing, call, {
-                    "status": "declined", "took_effect": False,
-                    "reason": "The user declined this action. Do not try it again; ask what they want instead.",
-                })
-                return True
-        step = existing or self._new_step(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
-                                          call_id=call.id, arguments=call.arguments)
+        offered = self.tools.get(call.name)
+        decision = decide(offered, existing)
+        if decision is Decision.ASK:
+            assert offered is not None
+            self.journal.pause(offered, existing, kind=Kind.TOOL_CALL, tool_name=call.name, call_id=call.id,
+                               arguments=call.arguments)
+            return False
+        if decision is Decision.DECLINE:
+            self._record_outcome(existing, call, declined_outcome())
+            return True
+        step = existing or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
+                                            call_id=call.id, arguments=call.arguments)
         if existing is not None:
             step.state = State.STARTED
-            self._save_step(step, "state")
+            self.journal.save(step, "state")
         started = time.monotonic()
+        # What runs is the step's own record: exactly what the person saw and, if asked, approved.
         outcome = execute_tool(
-            self.user, call.name, call.arguments,
+            self.user, step.tool_name, step.arguments,
             spec=self.config.get("spec"), profile=self.config.get("permission_profile") or None,
             sent_from=self.authority.sent_from,
         )
@@ -391,74 +378,32 @@ class Turn:
             raise SessionEnded()
         return True
 
-    def _check_tool_limits(self, call: ToolCall) -> None:
-        tool_steps = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
-        limit = int(run_setting(self.run, "MAX_TOOL_CALLS"))
-        if len(tool_steps) >= limit:
-            raise StopRun(Status.FAILED, "max_tool_calls",
-                          f"The assistant stopped: it reached its limit of {limit} tool calls for one request.")
-        repeats = int(run_setting(self.run, "MAX_IDENTICAL_TOOL_CALLS"))
-        key = _call_key(call.name, call.arguments)
-        recent = [_call_key(step.tool_name, step.arguments) for step in tool_steps[-(repeats - 1):]]
-        if repeats > 1 and len(recent) == repeats - 1 and all(previous == key for previous in recent):
-            raise StopRun(Status.FAILED, "repeated_tool_call",
-                          f"The assistant stopped: it asked for the same action ({call.name}) {repeats} times "
-                          "in a row.")
-
-    def _await_confirmation(self, call: ToolCall, existing: AgentStep | None) -> None:
-        with transaction.atomic():
-            step = existing or self._new_step(
-                kind=Kind.TOOL_CALL, state=State.AWAITING_CONFIRMATION, tool_name=call.name, call_id=call.id,
-                arguments=call.arguments, reason="Waiting for your approval.",
-            )
-            AgentRun.objects.filter(pk=self.run.pk).update(
-                status=Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
-            )
-            self.run.refresh_from_db()
-            tool = self.tools[call.name]
-            publish_to_user(self.run.owner_id, run_event(
-                "assistant.confirm", self.run, step=step_payload(step),
-                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
-            ))
-
     def _record_outcome(self, step: AgentStep | None, call: ToolCall, outcome: dict[str, Any],
                         started: float | None = None) -> None:
         if step is None:
-            step = self._new_step(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name, call_id=call.id,
-                                  arguments=call.arguments)
-        step.state = State.FINISHED
-        step.result = outcome
-        step.took_effect = bool(outcome.get("took_effect"))
-        step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
-        if started is not None:
-            step.duration_ms = int((time.monotonic() - started) * 1000)
-        self._save_step(step, "state", "result", "took_effect", "reason", "duration_ms")
+            step = self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name, call_id=call.id,
+                                    arguments=call.arguments)
+        duration = int((time.monotonic() - started) * 1000) if started is not None else None
+        self.journal.finish_step(step, outcome, duration)
 
     # --- finish ------------------------------------------------------------------------------
 
     def _succeed(self, text: str) -> None:
         reply = text.strip() or "Done."
-        with transaction.atomic():
-            message = AgentMessage.objects.create(
-                chat_id=self.run.chat_id, owner=self.user, role=AgentMessage.Role.ASSISTANT, content=reply, run=self.run
-            )
-            run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps)
-            publish_to_user(self.run.owner_id, run_event(
-                "assistant.replied", run, message=message_payload(message), run=run_payload(run)
-            ))
+        run, _message = self.journal.succeed(self.user, reply)
         # The reply leaves before the bookkeeping below starts competing with it for the interpreter.
         publisher.flush(timeout=1.0)
         self._record(run, "success", "")
         self._remember(reply)
 
     def _stop(self, stop: StopRun) -> None:
-        run = AgentRun.objects.filter(pk=self.run.pk).first()
-        if run is None or not run.is_active:
-            return
-        run_finish(run=run, status=stop.status, stop_reason=stop.stop_reason, error=stop.message, steps=self.steps)
+        try:
+            run = self.journal.stop(stop.status, stop.stop_reason, stop.message)
+        except LeaseLost:
+            return  # ended elsewhere (the sweeper, another worker): nothing of this worker's to record
         outcomes: dict[str, str] = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}
         status = outcomes.get(stop.status, "error")
-        self._record(run, status, stop.message)
+        self._record(run, status, run.error)  # the message as stored: a provider's error text is made storable
 
     def _record(self, run: AgentRun, status: str, error: str) -> None:
         """File the finished run (as `run_finish` left it) in the registry."""
@@ -508,7 +453,10 @@ def run_turn(
         except Exception as exc:
             logger.exception("Run %s crashed", run_id)
             current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
+            # Taken over in the meantime (LeaseLost): the new holder goes on with the run, untouched.
             if current is not None and current.is_active:
-                run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
-                           error=f"Something went wrong inside the assistant ({type(exc).__name__}).")
+                with contextlib.suppress(LeaseLost):
+                    run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
+                               error=f"Something went wrong inside the assistant ({type(exc).__name__}).",
+                               holder=holder)
     return AgentRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "gone"

@@ -162,7 +162,8 @@
       var button = el("button", choice[1] ? "button-primary" : "button-secondary", choice[0]);
       button.type = "button";
       button.addEventListener("click", function () {
-        self.send({ type: "assistant.confirm", run_id: step.run_id, approve: choice[1] });
+        // The answer names the card it answers: it can never approve a question this tab did not show.
+        self.send({ type: "assistant.confirm", run_id: step.run_id, step_id: step.id, approve: choice[1] });
         self.setActive(step.run_id);
         card.remove();
       });
@@ -213,6 +214,8 @@
       case "assistant.cancelled":
         return this.finishRun(event.run_id, el("li", "assistant-note", event.run.error || "Stopped."));
       case "assistant.error":
+        // A card answered elsewhere (another tab) or gone: redraw what the run is waiting on now.
+        if (event.code === "stale_confirmation") this.send({ type: "assistant.load", chat_id: this.chatId });
         return this.setStatus(event.message, "is-error");
       case "assistant.thread_failed":
         return this.setStatus(event.error, "is-error");

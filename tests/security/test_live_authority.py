@@ -234,7 +234,7 @@ def test_logout_in_another_tab_closes_the_socket_and_ends_the_waiting_run_for_go
         assert (await socket.connect())[0]
         await socket.send_json_to({"type": "assistant.send", "content": "delete Home"})
         events = await receive_until(socket, lambda event: event["type"] == "assistant.confirm")
-        state["run_id"] = events[-1]["run_id"]
+        state["run_id"], state["step_id"] = events[-1]["run_id"], events[-1]["step"]["id"]
         logged_out_at = time.monotonic()
         response = await database_sync_to_async(tab.post)("/logout/")  # the site's own logout view, another tab
         assert response.status_code == 302
@@ -256,9 +256,10 @@ def test_logout_in_another_tab_closes_the_socket_and_ends_the_waiting_run_for_go
 
     async def approve_later() -> None:
         assert (await again.connect())[0]
-        await again.send_json_to({"type": "assistant.confirm", "run_id": state["run_id"], "approve": True})
+        await again.send_json_to({"type": "assistant.confirm", "run_id": state["run_id"],
+                                  "step_id": state["step_id"], "approve": True})
         answer = await again.receive_json_from(timeout=5)
-        assert (answer["type"], answer["code"]) == ("assistant.error", "nothing_to_confirm")
+        assert (answer["type"], answer["code"]) == ("assistant.error", "stale_confirmation")
         await again.disconnect()
 
     asyncio.run(approve_later())
@@ -354,9 +355,10 @@ def test_a_question_from_a_session_that_ended_unobserved_is_gone_when_the_person
         await socket.send_json_to({"type": "assistant.load"})
         loaded = await receive_until(socket, lambda event: event["type"] == "assistant.messages_loaded")
         assert (loaded[-1]["active_run"], loaded[-1]["pending_confirmation"]) == (None, None)
-        await socket.send_json_to({"type": "assistant.confirm", "run_id": run.pk, "approve": True})
+        asked = await database_sync_to_async(run.steps.get)(kind="tool_call")
+        await socket.send_json_to({"type": "assistant.confirm", "run_id": run.pk, "step_id": asked.pk, "approve": True})
         answer = await receive_until(socket, lambda event: event["type"] == "assistant.error")
-        assert answer[-1]["code"] == "nothing_to_confirm"
+        assert answer[-1]["code"] == "stale_confirmation"
         await socket.disconnect()
 
     asyncio.run(scenario())

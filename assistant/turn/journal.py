@@ -1,0 +1,134 @@
+"""The run's record as one worker writes it: its steps, the pause for a confirmation, the reply, the end.
+
+Every write is fenced by the lease (`assistant.turn.fence`): it happens only while this worker's holder
+is still the run's `lease_owner`, and raises `LeaseLost` without changing anything otherwise. Every
+write is then published to the run's owner, after it commits. Whatever reaches a column or jsonb is made
+storable first (`model_output`), so no value can make a write fail.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from assistant.events import publish_to_user
+from assistant.models import AgentMessage, AgentRun, AgentStep
+from assistant.payloads import message_payload, run_event, run_payload, step_payload
+from assistant.services import run_finish
+from assistant.tools import Tool
+from assistant.turn.confirmation import QUESTION
+from assistant.turn.fence import insert_fenced, update_fenced
+from assistant.turn.lease import LeaseLost
+from assistant.turn.model_output import MAX_NAME_CHARS, clean_text, storable_json
+
+Status = AgentRun.Status
+Kind = AgentStep.Kind
+State = AgentStep.State
+
+_JSON_FIELDS = ("arguments", "result")
+_TEXT_FIELDS = ("reason",)
+_NAME_FIELDS = ("tool_name", "call_id")
+
+
+def _make_storable(step: AgentStep, names: tuple[str, ...] = (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS)) -> None:
+    """Whatever of these fields reaches a column: jsonb without NUL, unpaired surrogates or NaN; text
+    without NUL or unpaired surrogates; a name or id within its column's length."""
+    for name in names:
+        value = getattr(step, name)
+        if name in _JSON_FIELDS:
+            setattr(step, name, storable_json(value)[0])
+        elif isinstance(value, str):
+            cleaned = clean_text(value)
+            setattr(step, name, cleaned[:MAX_NAME_CHARS] if name in _NAME_FIELDS else cleaned)
+
+
+class StepJournal:
+    """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first)."""
+
+    def __init__(self, run: AgentRun, holder: str, steps: list[AgentStep]) -> None:
+        self.run, self.holder, self.steps = run, holder, steps
+
+    def _lost(self) -> LeaseLost:
+        return LeaseLost(f"run {self.run.pk} is no longer held by {self.holder}")
+
+    def _publish_step(self, step: AgentStep) -> None:
+        publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
+
+    # --- steps -------------------------------------------------------------------------------
+
+    def add(self, **fields: Any) -> AgentStep:
+        """A new step after the last one."""
+        seq = (self.steps[-1].seq + 1) if self.steps else 1
+        step = AgentStep(run=self.run, seq=seq, **fields)
+        _make_storable(step)
+        if not insert_fenced(step, run_id=self.run.pk, holder=self.holder):
+            raise self._lost()
+        self.steps.append(step)
+        self._publish_step(step)
+        return step
+
+    def save(self, step: AgentStep, *fields: str) -> None:
+        _make_storable(step, tuple(name for name in fields if name in (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS)))
+        if not update_fenced(step, fields, run_id=self.run.pk, holder=self.holder):
+            raise self._lost()
+        self._publish_step(step)
+
+    def notice(self, text: str) -> AgentStep:
+        return self.add(kind=Kind.NOTICE, reason=text, took_effect=False)
+
+    def finish_step(self, step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None) -> None:
+        """Record a tool step's outcome (what the executor answered, or why nothing ran)."""
+        step.state = State.FINISHED
+        step.result = outcome
+        took_effect = outcome.get("took_effect")
+        step.took_effect = None if took_effect is None else bool(took_effect)  # None: the outcome is unknown
+        step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
+        if duration_ms is not None:
+            step.duration_ms = duration_ms
+        self.save(step, "state", "result", "took_effect", "reason", "duration_ms")
+
+    # --- pause, reply, end -------------------------------------------------------------------
+
+    def pause(self, tool: Tool, step: AgentStep | None, **fields: Any) -> AgentStep:
+        """Ask the person about this tool call (a new step made of `fields`, or `step` if it exists) and
+        release the run: a paused run holds no worker."""
+        with transaction.atomic():
+            if step is None:
+                step = self.add(state=State.AWAITING_CONFIRMATION, reason=QUESTION, **fields)
+            released = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).update(
+                status=Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
+            )
+            if not released:
+                raise self._lost()
+            self.run.status, self.run.lease_owner, self.run.lease_expires_at = Status.AWAITING_CONFIRMATION, "", None
+            publish_to_user(self.run.owner_id, run_event(
+                "assistant.confirm", self.run, step=step_payload(step),
+                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
+            ))
+        return step
+
+    def succeed(self, user: Any, reply: str) -> tuple[AgentRun, AgentMessage]:
+        """End the run with its reply, one message in the chat."""
+        reply = clean_text(reply)
+        with transaction.atomic():
+            # The fenced UPDATE goes first: it locks the run row, so the message below cannot race a claim.
+            run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps, holder=self.holder)
+            message = AgentMessage.objects.create(
+                chat_id=run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT, content=reply, run=run
+            )
+            publish_to_user(run.owner_id, run_event(
+                "assistant.replied", run, message=message_payload(message), run=run_payload(run)
+            ))
+        return run, message
+
+    def stop(self, status: str, stop_reason: str, message: str) -> AgentRun:
+        """End the run without a reply (a limit, a cancel, a model error, a crash)."""
+        return run_finish(run=self.run, status=status, stop_reason=stop_reason, error=clean_text(message),
+                          steps=self.steps, holder=self.holder)
+
+    def store_summary(self, summary: AgentMessage) -> None:
+        """Keep a summary of older messages made during this turn (see `conversation_window`)."""
+        summary.content = clean_text(summary.content)
+        if not insert_fenced(summary, run_id=self.run.pk, holder=self.holder):
+            raise self._lost()
