@@ -14,7 +14,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from assistant import selectors, services
 from assistant.conf import assistant_settings
-from assistant.events import user_group
+from assistant.events import bounded, user_group
 from assistant.payloads import chat_payload, message_payload, run_payload, step_payload
 
 # 4401 mirrors HTTP 401 in the private close-code range so clients can tell "log in" from a crash.
@@ -149,3 +149,8 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def send_error(self, code: str, message: str, request_id: Any = None) -> None:
         await self.send_json({"type": "assistant.error", "code": code, "message": message, "request_id": request_id})
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        # Within the bounds every event keeps (see assistant.events.bounded): valid JSON a browser reads
+        # exactly, whatever a client or a model put in a row or an echoed value.
+        await super().send_json(bounded(content), close=close)
