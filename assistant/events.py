@@ -48,6 +48,7 @@ TOO_DEEP = "…"
 RESYNC_RETRY_SECONDS = 0.5
 RESYNC_RETRY_MAX_SECONDS = 5.0
 RESYNC_GIVE_UP_SECONDS = 600.0
+RESYNC_SETTLE_SECONDS = 3.0
 
 COALESCE_SECONDS = 0.015
 URGENT_EVENTS = frozenset({
@@ -186,14 +187,20 @@ class Publisher:
         return True
 
     async def _announce_loss(self, group: str) -> None:
-        """Retry `assistant.resync` alone until it goes out (or a later batch took it along), with backoff."""
+        """Retry `assistant.resync` alone until it goes out (or a later batch took it along), with backoff;
+        then say it once more, RESYNC_SETTLE_SECONDS later: a socket whose own subscription broke in the same
+        outage subscribes again a moment after Redis is back (the layer retries each second), and a
+        Pub/Sub message sent before that never reaches it."""
         loop = asyncio.get_running_loop()
         give_up, delay = loop.time() + RESYNC_GIVE_UP_SECONDS, RESYNC_RETRY_SECONDS
-        while group in self._lost and loop.time() < give_up:
+        while group in self._lost:
+            if loop.time() > give_up:
+                self._lost.discard(group)
+                return
             await asyncio.sleep(delay)
             delay = min(delay * 2, RESYNC_RETRY_MAX_SECONDS)
             if group not in self._lost:
-                return
+                break
             try:
                 notice = {"type": "assistant.events", "events": [resync_event("lost")]}
                 await get_channel_layer().group_send(group, notice)
@@ -201,7 +208,8 @@ class Publisher:
                 logger.debug("assistant.resync to %s not sent yet: %s", group, exc)
                 continue
             self._lost.discard(group)
-        self._lost.discard(group)
+        await asyncio.sleep(RESYNC_SETTLE_SECONDS)
+        await self._send(group, [resync_event("lost")])
 
     @staticmethod
     def _batch(
