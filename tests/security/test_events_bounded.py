@@ -4,6 +4,7 @@ so one odd value cannot take its batch (an approval card among them) down with i
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,9 +14,11 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from assistant.events import MAX_EVENT_BYTES, MAX_EVENT_STRING_CHARS, publisher, user_group
+from assistant.events import MAX_EVENT_BYTES, MAX_EVENT_STRING_CHARS, publisher, resync_event, user_group
+from assistant.models import AgentChat, AgentMessage
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.test_browser import CHROMIUM, log_in, page, site_url  # noqa: F401  (page and site_url are fixtures)
 from tracker.models import Project
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
@@ -137,3 +140,18 @@ def test_an_event_too_large_to_publish_becomes_a_resync_for_its_run_and_its_neig
         {"type": "assistant.resync", "reason": "too_large", "run_id": 7, "chat_id": 3},
         {"type": "assistant.replied", "run_id": 7, "chat_id": 3},
     ]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="Debian's chromium is not installed")
+@pytest.mark.django_db(transaction=True)
+def test_the_panel_reloads_the_chat_when_told_to_resync(page: Any, site_url: str, alice: Any) -> None:  # noqa: F811
+    log_in(page, site_url, "alice")
+    page.click(".assistant-launcher")
+    page.wait_for_selector("#assistant-dock .assistant-empty")  # the panel has loaded: no chat yet
+    # Written while the panel was told nothing (its events lost on the way).
+    chat = AgentChat.objects.create(owner=alice, title="Missed")
+    AgentMessage.objects.create(chat=chat, owner=alice, role="user", content="Sent while events were lost")
+    publisher.publish(user_group(alice.pk), resync_event("lost"))
+    assert publisher.flush()
+    page.wait_for_selector("#assistant-dock .assistant-message.is-user:has-text('Sent while events were lost')")
