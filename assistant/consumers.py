@@ -39,7 +39,7 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
     db.OperationalError, db.InterfaceError, ConnectionError,
 )
-UNAVAILABLE = "The assistant is briefly unavailable; try again in a moment."
+UNAVAILABLE = "The assistant is briefly unavailable. In a moment, reload to see what was done."
 UNAVAILABLE_SAVED = (
     "The assistant is briefly unavailable. Your message is saved and will be answered as soon as it is back."
 )
