@@ -52,8 +52,10 @@ async def pong_after(socket: WebsocketCommunicator, ping_id: str, timeout: float
 
 DEEP = 30_000
 
-# Each of these closed the socket with 1011 (ValueError, DataError, UnicodeEncodeError, RecursionError),
-# except the two ids past bigint, which were looked up and answered as missing.
+# Before: the "²" ids, NUL, the lone surrogate in content, the deep ping and the over-long numbers closed
+# the socket with 1011 (ValueError, DataError, UnicodeEncodeError, RecursionError); NaN and 1e400 were
+# echoed as NaN and Infinity, which is not JSON (a browser's JSON.parse throws on the pong); the ids past
+# bigint were looked up and answered as missing; the lone surrogate in a ping's request_id was let through.
 FRAMES = {
     # "²" passes str.isdigit() but not int().
     "superscript chat id on send": ('{"type": "assistant.send", "content": "hi", "chat_id": "\\u00b2"}', "bad_request"),
