@@ -74,29 +74,38 @@ def bounded(value: Any, _depth: int = 0) -> Any:
     MAX_EVENT_DEPTH become "…", integers beyond ±MAX_SAFE_INTEGER strings of digits, non-finite floats
     their name ("nan", "inf"), lone surrogates U+FFFD, strings past MAX_EVENT_STRING_CHARS cut with a
     note, keys strings, and anything else its text. Values already within bounds come back unchanged."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
+    kind = type(value)  # exact types first: this runs on every value of every event
+    if kind is str:
+        return _bounded_text(value)
+    if kind is dict:
+        if _depth >= MAX_EVENT_DEPTH:
+            return TOO_DEEP
+        return {_bounded_text(key if type(key) is str else str(key)): bounded(item, _depth + 1)
+                for key, item in value.items()}
+    if kind is int:
         if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
             return value
         try:
             return str(value)
         except ValueError:  # past Python's digit limit for int -> str
             return "(an integer too long to show)"
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, str):
-        return _bounded_text(value)
-    if isinstance(value, dict | list | tuple):
+    if value is None or kind is bool:
+        return value
+    if kind is list or kind is tuple:
         if _depth >= MAX_EVENT_DEPTH:
             return TOO_DEEP
-        if isinstance(value, dict):
-            return {_bounded_text(str(key)): bounded(item, _depth + 1) for key, item in value.items()}
         return [bounded(item, _depth + 1) for item in value]
+    if kind is float:
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bool | int | float | str | dict | list | tuple):  # subclasses: as their base type
+        base = next(t for t in (bool, int, float, str, dict, list, tuple) if isinstance(value, t))
+        return bounded(base(value), _depth)
     return _bounded_text(str(value))
 
 
 def _bounded_text(text: str) -> str:
+    if text.isascii() and len(text) <= MAX_EVENT_STRING_CHARS:
+        return text
     if len(text) > MAX_EVENT_STRING_CHARS:
         text = f"{text[:MAX_EVENT_STRING_CHARS]}… ({len(text) - MAX_EVENT_STRING_CHARS} more characters)"
     try:
