@@ -75,11 +75,9 @@ class CuttableProxy:
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        try:
+        with contextlib.suppress(OSError):  # one side was cut or closed: the copy ends, both are shut below
             while data := source.recv(65536):
                 sink.sendall(data)
-        except OSError:
-            pass  # one side was cut or closed; the other is closed below
         for sock in (source, sink):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
