@@ -9,22 +9,43 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import re
 from typing import Any
 
+import kombu.exceptions
+import redis
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django import db
+from django.db import transaction
 
 from assistant import selectors, services
 from assistant.authority import SentFrom, session_acts_as, session_ended_event, session_group
 from assistant.conf import assistant_settings
-from assistant.events import user_group
-from assistant.payloads import chat_payload, message_payload, run_payload, step_payload
+from assistant.events import bounded, user_group
+from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 
 logger = logging.getLogger(__name__)
 
 # 4401 mirrors HTTP 401 in the private close-code range so clients can tell "log in" from a crash: no
 # signed-in session at connect, or the session ended (logged out, expired, deactivated) while open.
 CLOSE_UNAUTHENTICATED = 4401
+# Ids are the database's bigint keys.
+MAX_ID = 2**63 - 1
+# ASCII digits only: "²" passes str.isdigit() but int() refuses it, and "٣" would name row 3.
+_ID_TEXT = re.compile(r"[0-9]{1,19}")
+# Nothing a client sends needs more; deeper frames are refused before anything walks them recursively.
+MAX_FRAME_DEPTH = 32
+# What it takes to reach Redis (the broker and the channel layer) or PostgreSQL, failing.
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+    db.OperationalError, db.InterfaceError, ConnectionError,
+)
+UNAVAILABLE = "The assistant is briefly unavailable. In a moment, reload to see what was done."
+UNAVAILABLE_SAVED = (
+    "The assistant is briefly unavailable. Your message is saved and will be answered as soon as it is back."
+)
 
 
 class BadRequest(Exception):
@@ -33,13 +54,102 @@ class BadRequest(Exception):
         self.code, self.message = code, message
 
 
+class Unavailable(Exception):
+    """Redis or the database could not be reached; `message` says what became of the request."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 def _id(content: dict[str, Any], key: str, *, required: bool) -> int | None:
     value = content.get(key)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit() or int(value) < 1:
+    if isinstance(value, str) and _ID_TEXT.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
         raise BadRequest("bad_request", f'"{key}" must be a positive integer id.')
-    return int(value)
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_frame(text: str) -> dict[str, Any]:
+    """The frame as a JSON object with a string `type`, or BadRequest with the reason it is not.
+
+    Refuses what cannot travel on: numbers JSON cannot hold (NaN, Infinity, 1e400, integers past
+    Python's 4,300-digit limit), lone surrogates (not Unicode text: neither PostgreSQL nor the channel
+    layer can carry them) and nesting deeper than MAX_FRAME_DEPTH.
+    """
+    # Counted as the wire would: surrogatepass so that a lone surrogate is counted, not a crash.
+    limit = assistant_settings.MAX_FRAME_BYTES
+    if len(text) > limit or len(text.encode("utf-8", "surrogatepass")) > limit:
+        raise BadRequest("frame_too_large", f"Frames are limited to {limit} bytes.")
+    try:
+        content = json.loads(text, parse_float=_finite, parse_constant=_no_constants)
+    except RecursionError:
+        raise BadRequest("bad_frame", f"Frames may nest at most {MAX_FRAME_DEPTH} levels deep.") from None
+    except json.JSONDecodeError:
+        raise BadRequest("bad_frame", "Frames must be JSON objects.") from None
+    except ValueError:
+        raise BadRequest("bad_frame", "Numbers in frames must be finite and at most 4,300 digits long.") from None
+    problem = _frame_problem(content)
+    if problem is not None:
+        raise BadRequest("bad_frame", problem)
+    if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+        raise BadRequest("bad_frame", 'Frames must be JSON objects with a string "type".')
+    return content
+
+
+def _frame_problem(content: Any) -> str | None:
+    """Why the parsed frame cannot be handled (too deep, not Unicode), or None. Walks without recursion."""
+    stack: list[tuple[Any, int]] = [(content, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return "Frames must be Unicode text: a lone surrogate (such as \\ud800) is not."
+        elif isinstance(value, dict | list):
+            if depth > MAX_FRAME_DEPTH:
+                return f"Frames may nest at most {MAX_FRAME_DEPTH} levels deep."
+            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return None
+
+
+def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,
+               sent_from: SentFrom | None) -> dict[str, Any] | None:
+    """Store the message and its queued run, then start the run and announce it (services.chat_send).
+
+    When the rows are stored but Redis refuses what follows the commit (starting the run, announcing
+    it), returns the `assistant.sent` event for the sender's own socket: the message is kept, and the
+    sweeper starts its queued run once Redis is back. Returns None when everything went out.
+    """
+    sent = None
+    try:
+        with transaction.atomic():  # so that what runs on commit fails here, after `sent` is known
+            sent = services.chat_send(user=user, content=content, chat_id=chat_id, new_chat=new_chat,
+                                      request_id=request_id, sent_from=sent_from)
+    except UNAVAILABLE_ERRORS:
+        if sent is None:
+            raise
+        logger.warning("Run %s is stored but could not be started now; the sweeper will start it", sent.run.pk,
+                       exc_info=True)
+        return run_event("assistant.sent", sent.run, chat=chat_payload(sent.chat),
+                         message=message_payload(sent.message), run=run_payload(sent.run), request_id=request_id)
+    return None
 
 
 def _chat_state(user: Any, chat_id: int | None) -> dict[str, Any]:
@@ -137,17 +247,10 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         if text_data is None:
             await self.send_error("bad_frame", "Frames must be JSON text.")
             return
-        if len(text_data.encode()) > assistant_settings.MAX_FRAME_BYTES:
-            limit = assistant_settings.MAX_FRAME_BYTES
-            await self.send_error("frame_too_large", f"Frames are limited to {limit} bytes.")
-            return
         try:
-            content = json.loads(text_data)
-        except json.JSONDecodeError:
-            await self.send_error("bad_frame", "Frames must be JSON objects.")
-            return
-        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
-            await self.send_error("bad_frame", 'Frames must be JSON objects with a string "type".')
+            content = _parse_frame(text_data)
+        except BadRequest as exc:
+            await self.send_error(exc.code, exc.message)
             return
         await self.receive_json(content)
 
@@ -176,6 +279,14 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
                                       "error": "That conversation does not exist.", "request_id": request_id})
             else:
                 await self.send_error("not_found", str(exc), request_id)
+        except Unavailable as exc:
+            await self.send_error("unavailable", exc.message, request_id)
+        except UNAVAILABLE_ERRORS:
+            logger.warning("%s could not be handled: a service is unreachable", content["type"], exc_info=True)
+            await self.send_error("unavailable", UNAVAILABLE, request_id)
+        except Exception:  # a socket outlives any one request: say so, keep the connection
+            logger.exception("%s failed", content["type"])
+            await self.send_error("internal_error", "Something went wrong handling this request.", request_id)
 
     async def on_ping(self, content: dict[str, Any]) -> None:
         await self.send_json({"type": "assistant.pong", "id": content.get("id")})
@@ -184,16 +295,22 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         text = content.get("content")
         if not isinstance(text, str):
             raise BadRequest("bad_request", '"content" must be a string.')
+        if "\x00" in text:  # PostgreSQL text cannot hold it
+            raise BadRequest("bad_request", '"content" must not contain NUL characters.')
         chat_id = _id(content, "chat_id", required=False)
         new_chat = content.get("new_chat") is True
         # A message is an instruction to act as the person: only while the session it comes with is live.
         if not await self._session_live():
             await self._end_session()
             return
-        # The "assistant.sent" event reaches every socket of this person through the group.
-        await database_sync_to_async(services.chat_send)(user=self.user, content=text, chat_id=chat_id,
-                                                         new_chat=new_chat, request_id=content.get("request_id"),
-                                                         sent_from=self.sent_from)
+        # The "assistant.sent" event reaches every socket of this person through the group; when Redis
+        # is out of reach, this socket gets it directly, then the reason nothing follows yet.
+        stored = await database_sync_to_async(_chat_send)(self.user, content=text, chat_id=chat_id,
+                                                          new_chat=new_chat, request_id=content.get("request_id"),
+                                                          sent_from=self.sent_from)
+        if stored is not None:
+            await self.send_json(stored)
+            raise Unavailable(UNAVAILABLE_SAVED)
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
         run_id = _id(content, "run_id", required=True)
@@ -226,3 +343,8 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def send_error(self, code: str, message: str, request_id: Any = None) -> None:
         await self.send_json({"type": "assistant.error", "code": code, "message": message, "request_id": request_id})
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        # Within the bounds every event keeps (see assistant.events.bounded): valid JSON a browser reads
+        # exactly, whatever a client or a model put in a row or an echoed value.
+        await super().send_json(bounded(content), close=close)

@@ -11,6 +11,13 @@ message echoed, a question to approve, the reply, a failure or a stop) leaves at
 waits before it along. Each wake-up of the publishing thread competes with the thread doing the work
 for the interpreter: measured on 2 cores, publishing a three-tool turn's steps one by one cost the turn
 about 7 ms; a few batches cost a fraction of that, and 15 ms is below what a person can see.
+
+Nothing a model or a person writes may make an event vanish. Every event is first brought within
+bounds (`bounded`: depth, integers, floats, Unicode, string lengths) and packed on its own, so one odd
+value cannot take its batch down with it; an event still too large to publish is replaced by
+`assistant.resync`. When a publish fails anyway (Redis out of reach), the person's sockets are sent
+`assistant.resync` as soon as Redis answers again: the client then reloads the chat (`assistant.load`),
+which the database answers in full.
 """
 
 from __future__ import annotations
@@ -18,14 +25,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import threading
 from typing import Any
 
+import msgpack
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
+
+# The bounds every event keeps (see `bounded`).
+MAX_EVENT_DEPTH = 32
+MAX_EVENT_STRING_CHARS = 20_000
+MAX_EVENT_BYTES = 1_000_000
+# Beyond this a browser's JSON.parse rounds an integer: such numbers travel as strings of digits, so an
+# approval card shows exactly the number that will be used.
+MAX_SAFE_INTEGER = 2**53 - 1
+TOO_DEEP = "…"
+# After a failed publish, `assistant.resync` is retried with backoff for this long.
+RESYNC_RETRY_SECONDS = 0.5
+RESYNC_RETRY_MAX_SECONDS = 5.0
+RESYNC_GIVE_UP_SECONDS = 600.0
+RESYNC_SETTLE_SECONDS = 2.0
 
 COALESCE_SECONDS = 0.015
 URGENT_EVENTS = frozenset({
@@ -40,6 +63,75 @@ def user_group(user_id: int) -> str:
     return f"assistant.user.{user_id}"
 
 
+def resync_event(reason: str, **route: Any) -> dict[str, Any]:
+    """Tells the client that events were lost (`reason` "lost") or withheld ("too_large"): reload with
+    `assistant.load`. `route` may name the run and chat the withheld event was about."""
+    return {"type": "assistant.resync", "reason": reason, **route}
+
+
+def bounded(value: Any, _depth: int = 0) -> Any:
+    """`value` as JSON that any channel layer packs and any browser reads exactly: containers nested past
+    MAX_EVENT_DEPTH become "…", integers beyond ±MAX_SAFE_INTEGER strings of digits, non-finite floats
+    their name ("nan", "inf"), lone surrogates U+FFFD, strings past MAX_EVENT_STRING_CHARS cut with a
+    note, keys strings, and anything else its text. Values already within bounds come back unchanged."""
+    kind = type(value)  # exact types first: this runs on every value of every event
+    if kind is str:
+        return _bounded_text(value)
+    if kind is dict:
+        if _depth >= MAX_EVENT_DEPTH:
+            return TOO_DEEP
+        return {_bounded_text(key if type(key) is str else str(key)): bounded(item, _depth + 1)
+                for key, item in value.items()}
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return value
+        try:
+            return str(value)
+        except ValueError:  # past Python's digit limit for int -> str
+            return "(an integer too long to show)"
+    if value is None or kind is bool:
+        return value
+    if kind is list or kind is tuple:
+        if _depth >= MAX_EVENT_DEPTH:
+            return TOO_DEEP
+        return [bounded(item, _depth + 1) for item in value]
+    if kind is float:
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, bool | int | float | str | dict | list | tuple):  # subclasses: as their base type
+        base = next(t for t in (bool, int, float, str, dict, list, tuple) if isinstance(value, t))
+        return bounded(base(value), _depth)
+    return _bounded_text(str(value))
+
+
+def _bounded_text(text: str) -> str:
+    if text.isascii() and len(text) <= MAX_EVENT_STRING_CHARS:
+        return text
+    if len(text) > MAX_EVENT_STRING_CHARS:
+        text = f"{text[:MAX_EVENT_STRING_CHARS]}… ({len(text) - MAX_EVENT_STRING_CHARS} more characters)"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Surrogate pairs become the character they stand for; a lone surrogate becomes U+FFFD.
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def publishable(event: dict[str, Any]) -> dict[str, Any]:
+    """The event within bounds, or, if even that is over MAX_EVENT_BYTES packed, `assistant.resync` naming
+    its run and chat (the client reloads the state from the database instead)."""
+    event = bounded(event)
+    try:
+        size = len(msgpack.packb(event))
+    except (TypeError, ValueError, OverflowError):  # not expected after bounding; never lose the event silently
+        logger.exception("Event %s could not be packed", event.get("type"))
+        size = MAX_EVENT_BYTES + 1
+    if size <= MAX_EVENT_BYTES:
+        return event
+    logger.warning("Event %s is %s bytes packed; sending assistant.resync instead", event.get("type"), size)
+    route = {key: event[key] for key in ("run_id", "chat_id") if key in event}
+    return resync_event("too_large", **route)
+
+
 class Publisher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -47,6 +139,8 @@ class Publisher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[Queued | threading.Event] | None = None
         self._urgent: asyncio.Event | None = None
+        # Groups whose events were lost and not yet told so (touched on the publishing loop only).
+        self._lost: set[str] = set()
 
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
         # A forked Celery pool process inherits the object but not the thread: start one per process.
@@ -67,7 +161,6 @@ class Publisher:
         loop.run_until_complete(self._drain(self._queue))
 
     async def _drain(self, queue: asyncio.Queue[Queued | threading.Event]) -> None:
-        layer = get_channel_layer()
         urgent = self._urgent
         assert urgent is not None
         loop = asyncio.get_running_loop()
@@ -82,11 +175,50 @@ class Publisher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(urgent.wait(), wait)
             urgent.clear()
-            group, events = item[0], self._batch(queue, item[0], [item[1]])
+            group = item[0]
+            events = [publishable(event) for event in self._batch(queue, group, [item[1]])]
+            if group in self._lost:
+                events.insert(0, resync_event("lost"))
+            await self._send(group, events)
+
+    async def _send(self, group: str, events: list[dict[str, Any]]) -> bool:
+        """One group_send; on failure the group is owed an `assistant.resync`. The layer is looked up each
+        time, so a changed CHANNEL_LAYERS setting (or a layer reset) takes effect."""
+        try:
+            await get_channel_layer().group_send(group, {"type": "assistant.events", "events": events})
+        except Exception:  # the database holds the truth; the client is told to reload it
+            logger.exception("Could not publish %s to %s", [event.get("type") for event in events], group)
+            if group not in self._lost:
+                self._lost.add(group)
+                asyncio.ensure_future(self._announce_loss(group))
+            return False
+        self._lost.discard(group)
+        return True
+
+    async def _announce_loss(self, group: str) -> None:
+        """Retry `assistant.resync` alone until it goes out (or a later batch took it along), with backoff;
+        then say it once more, RESYNC_SETTLE_SECONDS later: a socket whose own subscription broke in the same
+        outage subscribes again a moment after Redis is back (the layer retries each second), and a
+        Pub/Sub message sent before that never reaches it."""
+        loop = asyncio.get_running_loop()
+        give_up, delay = loop.time() + RESYNC_GIVE_UP_SECONDS, RESYNC_RETRY_SECONDS
+        while group in self._lost:
+            if loop.time() > give_up:
+                self._lost.discard(group)
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RESYNC_RETRY_MAX_SECONDS)
+            if group not in self._lost:
+                break
             try:
-                await layer.group_send(group, {"type": "assistant.events", "events": events})
-            except Exception:  # the database holds the truth; a lost event is refetched by the client
-                logger.exception("Could not publish %s to %s", [event.get("type") for event in events], group)
+                notice = {"type": "assistant.events", "events": [resync_event("lost")]}
+                await get_channel_layer().group_send(group, notice)
+            except Exception as exc:  # still out of reach: the first failure was logged in full
+                logger.debug("assistant.resync to %s not sent yet: %s", group, exc)
+                continue
+            self._lost.discard(group)
+        await asyncio.sleep(RESYNC_SETTLE_SECONDS)
+        await self._send(group, [resync_event("lost")])
 
     @staticmethod
     def _batch(

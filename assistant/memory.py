@@ -1,8 +1,13 @@
 """What the assistant remembers across conversations, per owner and spec (the seed's agent memory).
 
-Recall ranks the owner's memories of the same embedding length by cosine distance to the embedding of
-the last user turn; an exact per-owner scan, which at a few hundred rows per owner is sub-millisecond
-and needs no approximate index. A failing embedder means "recall nothing", never a failed turn.
+Recall ranks the owner's memories made by the same embedder (same name, same vector length) by cosine
+distance to the embedding of the last user turn; an exact per-owner scan, which at a few hundred rows per
+owner is sub-millisecond and needs no approximate index. Vectors of two embedders are never compared,
+even of the same length: their spaces have nothing in common. A failing embedder means "recall
+nothing", never a failed turn.
+
+A memory is what the person asked and what the assistant answered, never a tool's raw output; it is
+recalled as data (see assistant.turn.context), never into the system prompt.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ from assistant.embeddings import Embedder
 from assistant.models import AgentMemory
 
 
-def memory_recall(*, owner: Any, spec: str, vector: list[float], limit: int) -> list[str]:
-    """The contents of the owner's `limit` memories closest to `vector` (an embedding of what was asked)."""
-    if limit <= 0 or not vector:
+def memory_recall(*, owner: Any, spec: str, vector: list[float], embedder: str, limit: int) -> list[str]:
+    """The contents of the owner's `limit` memories closest to `vector` (an embedding of what was asked by
+    the embedder named `embedder`), among those that embedder made."""
+    if limit <= 0 or not vector or not embedder:
         return []
     rows = (
-        AgentMemory.objects.filter(owner=owner, spec=spec, dims=len(vector))
+        AgentMemory.objects.filter(owner=owner, spec=spec, embedder=embedder, dims=len(vector))
         .annotate(distance=CosineDistance("embedding", vector))
         .order_by("distance", "-id")
         .values_list("content", flat=True)[:limit]

@@ -217,7 +217,8 @@ class AgentStep(models.Model):
 
 class AgentMemory(models.Model):
     """Something the assistant remembers for one owner. The vector column has no fixed dimension,
-    so embedders of different sizes can coexist; only same-`dims` rows are ever compared."""
+    so embedders of different sizes can coexist; only rows of the same `embedder` (and `dims`) are
+    ever compared."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_memories")
     spec = models.CharField(max_length=100, default="default")

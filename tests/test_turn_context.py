@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from assistant.models import AgentChat, AgentMessage, AgentStep
 from assistant.selectors import chat_messages
 from assistant.services import chat_send
+from assistant.turn.context import NOTES_START
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_completion, openai_stream
 from tests.fakes.server import error_reply
@@ -33,7 +35,14 @@ def ask(user: Any, text: str, chat: AgentChat | None = None, **settings: Any) ->
 
 
 def sent_texts(body: dict[str, Any]) -> list[str]:
-    return [message["content"] for message in body["messages"]]
+    """The conversation as sent: the system prompt first, earlier notes (if any) left out."""
+    return [message["content"] for message in body["messages"] if not message["content"].startswith(NOTES_START)]
+
+
+def notes(body: dict[str, Any]) -> dict[str, Any]:
+    """The earlier notes the model was sent as data (see assistant.turn.context), or {} without any."""
+    found = [message["content"] for message in body["messages"] if message["content"].startswith(NOTES_START)]
+    return json.loads(found[0].split("\n")[-2]) if found else {}
 
 
 def test_a_long_chat_is_summarised_once_and_the_summary_is_extended_not_redone(
@@ -48,7 +57,8 @@ def test_a_long_chat_is_summarised_once_and_the_summary_is_extended_not_redone(
     assert "message 1\n" in summarise["messages"][1]["content"] + "\n"
     assert "message 40" in summarise["messages"][1]["content"]
     assert "message 41" not in summarise["messages"][1]["content"]
-    assert "SUMMARY ONE" in answer["messages"][0]["content"]  # the system prompt carries it
+    assert notes(answer)["summary"] == "SUMMARY ONE"  # as data, not in the system prompt
+    assert "SUMMARY ONE" not in answer["messages"][0]["content"]
     assert sent_texts(answer)[1:] == [f"message {n}" for n in range(41, 61)]  # the last 20, verbatim
     summary = AgentMessage.objects.get(chat=chat, role="summary")
     assert summary.content == "SUMMARY ONE"
@@ -65,7 +75,7 @@ def test_a_long_chat_is_summarised_once_and_the_summary_is_extended_not_redone(
     assert "message 41" in folded and "message 42" in folded
     assert "message 40" not in folded and "message 43" not in folded
     assert sent_texts(answer)[1:] == [f"message {n}" for n in range(43, 61)] + ["answer one", "message 62"]
-    assert "SUMMARY TWO" in answer["messages"][0]["content"]
+    assert notes(answer)["summary"] == "SUMMARY TWO"
     assert AgentMessage.objects.filter(chat=chat, role="summary").count() == 2
     # What the person sees never includes the assistant's own summaries.
     assert [m.role for m in chat_messages(chat=chat)].count("summary") == 0
@@ -95,10 +105,11 @@ def test_memories_are_recalled_for_their_owner_only(
     fake_openai.queue(openai_stream(["I don't know."]), openai_stream(["Green."]))
     ask(bob, "What is my favourite colour?")
     ask(alice, "What is my favourite colour?", chat=AgentChat.objects.create(owner=alice))
-    bobs_prompt, alices_prompt = (body["messages"][0]["content"] for body in fake_openai.bodies[-2:])
-    assert "green" not in bobs_prompt.lower()
-    assert "My favourite colour is green." in alices_prompt
-    assert "Things you remember" in alices_prompt
+    bobs_request, alices_request = fake_openai.bodies[-2:]
+    assert notes(bobs_request) == {} and "green" not in json.dumps(bobs_request["messages"]).lower()
+    assert notes(alices_request) == {
+        "memories": ["User asked: My favourite colour is green.\nAssistant answered: Noted: green."]
+    }
 
 
 def test_a_failing_embedder_means_no_memory_but_still_an_answer(

@@ -35,7 +35,7 @@ from assistant.payloads import run_event
 from assistant.services import run_finish, run_setting
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.turn.confirmation import Decision, decide, declined_outcome
-from assistant.turn.context import chat_history, conversation_window, system_prompt
+from assistant.turn.context import chat_history, conversation_window, earlier_notes, system_prompt
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import Heartbeat, LeaseLost
 from assistant.turn.limits import Limits, StopRun
@@ -244,10 +244,9 @@ class Turn:
         prompt = system_prompt(
             instructions=str(run_setting(self.run, "INSTRUCTIONS")),
             profile_line=profile_summary(owner=self.user, spec_name=spec),
-            memories=self._recall(conversation),
-            summary=summary,
         )
-        return [Message.system(prompt), *conversation]
+        notes = earlier_notes(memories=self._recall(conversation), summary=summary)  # data, never the system
+        return [Message.system(prompt), *notes, *conversation]
 
     def _summarise(self, messages: list[Message]) -> ModelResponse:
         assert self.model is not None
@@ -264,7 +263,8 @@ class Turn:
         except EmbeddingError as exc:
             self._notice(f"Memory is unavailable for this turn ({exc}); answering without it.")
             return []
-        return memory_recall(owner=self.user, spec=self.run.spec, vector=vector, limit=limit)
+        embedder = self.question.embedder.name if self.question.embedder is not None else ""
+        return memory_recall(owner=self.user, spec=self.run.spec, vector=vector, embedder=embedder, limit=limit)
 
     def _transcript(self) -> list[Message]:
         """The run so far, from its steps: each model call that asked for tools, then their results, each

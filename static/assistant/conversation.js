@@ -219,6 +219,8 @@
         return this.setStatus(event.message, "is-error");
       case "assistant.thread_failed":
         return this.setStatus(event.error, "is-error");
+      case "assistant.resync":  // events were lost or withheld: redraw this chat from the server's rows
+        return this.send({ type: "assistant.load", chat_id: this.chatId });
       default:
         return undefined;
     }

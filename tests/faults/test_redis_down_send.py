@@ -1,0 +1,129 @@
+"""Redis out of reach from the web process: a send is kept and answered once Redis is back, the socket
+stays open, and events lost meanwhile are followed by `assistant.resync`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+from django.utils import timezone
+
+from assistant.events import RESYNC_SETTLE_SECONDS, publisher, user_group
+from assistant.models import AgentMessage, AgentRun
+from assistant.turn.sweeper import QUEUED_GRACE_SECONDS
+from config.asgi import application
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
+from tests.faults.redis_outage import CuttableProxy, redis_through_proxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+
+
+@pytest.fixture
+def outage() -> Iterator[CuttableProxy]:
+    with redis_through_proxy() as proxy:
+        yield proxy
+
+
+def connect(user: Any) -> WebsocketCommunicator:
+    client = Client()
+    client.force_login(user)
+    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+    return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
+
+
+async def receive_until(socket: WebsocketCommunicator, last: Callable[[dict[str, Any]], bool],
+                        timeout: float = 20) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        event = await socket.receive_json_from(timeout=max(0.1, deadline - time.monotonic()))
+        events.append(event)
+        if last(event):
+            return events
+
+
+async def pong(socket: WebsocketCommunicator, ping_id: str) -> bool:
+    await socket.send_json_to({"type": "assistant.ping", "id": ping_id})
+    return await socket.receive_json_from(timeout=5) == {"type": "assistant.pong", "id": ping_id}
+
+
+@pytest.mark.worker
+def test_a_send_while_redis_is_unreachable_is_kept_and_answered_once_redis_is_back(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, outage: CuttableProxy
+) -> None:
+    fake_openai.queue(openai_stream(["Here after ", "the outage."]))
+    socket = connect(alice)
+
+    async def scenario() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        assert (await socket.connect())[0]
+        assert await pong(socket, "before")
+        outage.cut()
+        await socket.send_json_to({"type": "assistant.send", "content": "Are you there?", "request_id": "s1"})
+        during = await receive_until(socket, lambda event: event["type"] == "assistant.error")
+        assert await pong(socket, "during")  # the socket stays open
+        outage.restore()
+        # The run waits in the database; a worker's periodic sweep queues it again once it is overdue.
+        await database_sync_to_async(_make_overdue)(during[0]["run_id"])
+        after = await receive_until(socket, lambda event: event["type"] == "assistant.replied", timeout=30)
+        await socket.disconnect()
+        return during, after
+
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        during, after = asyncio.run(scenario())
+
+    sent, error = during
+    assert (sent["type"], sent["request_id"], sent["message"]["content"]) == ("assistant.sent", "s1", "Are you there?")
+    assert (error["code"], error["request_id"]) == ("unavailable", "s1")
+    assert "saved" in error["message"]
+    assert after[-1]["message"]["content"] == "Here after the outage."
+    run = wait_for_run(sent["run_id"], "succeeded")
+    assert run.reply == "Here after the outage."
+    # Kept once, answered once.
+    assert list(AgentMessage.objects.filter(chat_id=run.chat_id).values_list("role", "content")) == [
+        ("user", "Are you there?"), ("assistant", "Here after the outage."),
+    ]
+
+
+def _make_overdue(run_id: int) -> None:
+    """As if the sweeper's grace period had passed since the run was queued (rather than waiting it out)."""
+    overdue = timezone.now() - timedelta(seconds=QUEUED_GRACE_SECONDS + 5)
+    AgentRun.objects.filter(pk=run_id, status=AgentRun.Status.QUEUED).update(created_at=overdue)
+
+
+def test_events_lost_while_redis_is_unreachable_are_followed_by_a_resync(
+    alice: Any, outage: CuttableProxy
+) -> None:
+    socket = connect(alice)
+    step = {"type": "assistant.step", "run_id": 1, "chat_id": 1, "step": {"seq": 1}}
+
+    async def scenario() -> list[dict[str, Any]]:
+        assert (await socket.connect())[0]
+        outage.cut()
+        # Published as a worker publishes; the layer cannot reach Redis, so the event is lost.
+        await asyncio.to_thread(publisher.publish, user_group(alice.pk), step)
+        assert await asyncio.to_thread(publisher.flush, 30.0)
+        assert await socket.receive_nothing(timeout=0.5)
+        outage.restore()
+        received = await receive_until(socket, lambda event: event["type"] == "assistant.resync", timeout=20)
+        # It is said once more a moment later, for sockets whose own subscription came back late (this one
+        # may have missed the first).
+        with contextlib.suppress(TimeoutError):
+            received.append(await socket.receive_json_from(timeout=RESYNC_SETTLE_SECONDS + 1.5))
+        assert await pong(socket, "after")
+        await socket.disconnect()
+        return received
+
+    received = asyncio.run(scenario())
+    assert received[0] == {"type": "assistant.resync", "reason": "lost"}
+    assert all(event == received[0] for event in received)
