@@ -12,8 +12,6 @@ from config.celery import app
 
 logger = logging.getLogger(__name__)
 
-SWEEP_INTERVAL_SECONDS = 5.0
-
 
 @shared_task(name="assistant.health_check")
 def health_check(token: str) -> dict[str, Any]:
@@ -41,7 +39,10 @@ class RunSweeper(bootsteps.StartStopStep):
         self.timer_ref: Any = None
 
     def start(self, worker: Any) -> None:
-        self.timer_ref = worker.timer.call_repeatedly(SWEEP_INTERVAL_SECONDS, self.sweep, priority=10)
+        from assistant.conf import assistant_settings
+
+        interval = float(assistant_settings.SWEEP_INTERVAL_SECONDS)
+        self.timer_ref = worker.timer.call_repeatedly(interval, self.sweep, priority=10)
 
     def stop(self, worker: Any) -> None:
         if self.timer_ref is not None:

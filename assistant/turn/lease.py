@@ -18,11 +18,15 @@ from functools import cache
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from assistant.conf import assistant_settings
 from assistant.models import AgentRun
 
 logger = logging.getLogger(__name__)
 
-LEASE_SECONDS = 10.0
+
+def lease_seconds() -> float:
+    """How long a claim or a renewal holds the run (the LEASE_SECONDS setting)."""
+    return float(assistant_settings.LEASE_SECONDS)
 
 
 def new_holder() -> str:
@@ -51,7 +55,7 @@ def lease_claim(run_id: int, holder: str) -> AgentRun | None:
     """Take the run if it is queued, or running under an expired lease. Returns it, or None if not ours."""
     now = timezone.now()
     params = [
-        AgentRun.Status.RUNNING, holder, now + timedelta(seconds=LEASE_SECONDS), now, now,
+        AgentRun.Status.RUNNING, holder, now + timedelta(seconds=lease_seconds()), now, now,
         run_id, AgentRun.Status.QUEUED, AgentRun.Status.RUNNING, now,
     ]
     return next(iter(AgentRun.objects.raw(_claim_sql(), params)), None)
@@ -83,9 +87,9 @@ class Heartbeat:
 
     def _beat(self) -> None:
         try:
-            while not self._stop.wait(LEASE_SECONDS / 3):
+            while not self._stop.wait(lease_seconds() / 3):
                 renewed = AgentRun.objects.filter(pk=self.run_id, lease_owner=self.holder).update(
-                    lease_expires_at=timezone.now() + timedelta(seconds=LEASE_SECONDS)
+                    lease_expires_at=timezone.now() + timedelta(seconds=lease_seconds())
                 )
                 if not renewed:
                     self.lost.set()

@@ -13,13 +13,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from assistant.conf import assistant_settings
 from assistant.models import AgentRun
 from assistant.services import run_finish, run_setting
 
 logger = logging.getLogger(__name__)
 
-# A queued run that no worker has claimed for this long was probably lost from the broker.
-QUEUED_GRACE_SECONDS = 30
 # Past its wall-time limit plus this, a working run is over, whatever its worker thinks.
 WALL_GRACE_SECONDS = 30
 
@@ -29,11 +28,13 @@ def sweep_runs(*, enqueue: object = None) -> dict[str, list[int]]:
     from assistant.tasks import run_turn
 
     now = timezone.now()
+    # A queued run that no worker has claimed for this long was probably lost from the broker.
+    queued_grace = timedelta(seconds=float(assistant_settings.QUEUED_GRACE_SECONDS))
     requeue = list(
         AgentRun.objects.filter(
             Q(status=AgentRun.Status.RUNNING, lease_expires_at__lt=now)
             | Q(status=AgentRun.Status.QUEUED, lease_expires_at__isnull=True,
-                created_at__lt=now - timedelta(seconds=QUEUED_GRACE_SECONDS))
+                created_at__lt=now - queued_grace)
         ).values_list("pk", flat=True)[:100]
     )
     timed_out: list[int] = []
