@@ -166,6 +166,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "180"))
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "210"))
+if CELERY_BROKER_URL.partition("://")[0] in {"redis", "rediss"}:
+    # kombu's Redis transport, except that a channel can still reach Redis after Celery detached it
+    # from its connection; without that, a broker restart during a run kills the worker (config/broker.py).
+    CELERY_BROKER_TRANSPORT = "config.broker.Transport"
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "600")),
 }
@@ -173,6 +177,9 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# When the broker connection drops, a run in progress goes on: it needs nothing from the broker to
+# finish, and its lease (not the broker) decides who works on it. Cancelling it would cut a tool call off.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 AUTH_PASSWORD_VALIDATORS = [
