@@ -66,7 +66,7 @@ class Stack:
         self.script_path.write_text(json.dumps(list(entries)))
 
     def socket(self, user: Any) -> Socket:
-        return Socket(self.daphne, session_cookie(user)).connect()
+        return Socket(self.daphne.port, session_cookie(user)).connect()
 
     def wait_for_run(self, run_id: int, timeout: float = 30) -> AgentRun:
         """The run once it has ended; if it does not end in time, the failure says which process died."""

@@ -171,9 +171,9 @@ class Daphne(Child):
 class Socket:
     """A person's websocket to the stack's daphne, as the page's script holds it: session cookie, Origin."""
 
-    def __init__(self, daphne: Daphne, session_cookie: str) -> None:
-        self.url = f"ws://127.0.0.1:{daphne.port}/ws/assistant/"
-        self.headers = {"Cookie": f"sessionid={session_cookie}", "Origin": f"http://127.0.0.1:{daphne.port}"}
+    def __init__(self, port: int, session_cookie: str) -> None:
+        self.url = f"ws://127.0.0.1:{port}/ws/assistant/"
+        self.headers = {"Cookie": f"sessionid={session_cookie}", "Origin": f"http://127.0.0.1:{port}"}
         self.connection: ClientConnection | None = None
         self.received: list[dict[str, Any]] = []
         self._requests = 0
