@@ -111,6 +111,9 @@ class AgentRun(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker took the run up.")
+    # When a sweep last put the run back on the queue: at most once per lease period, however many
+    # workers sweep (assistant/turn/sweeper.py).
+    requeued_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # The wall-time limit counts from here: the first start, or the user's answer to a confirmation
