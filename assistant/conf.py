@@ -65,6 +65,11 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 10.0,
     "SWEEP_INTERVAL_SECONDS": 5.0,
     "QUEUED_GRACE_SECONDS": 30.0,
+    # /healthz (assistant/health.py): anonymous callers get the status only; staff, or a caller sending
+    # `Authorization: Bearer <HEALTH_TOKEN>` (when set), also get each part's details. The worker check
+    # is shared for HEALTH_WORKER_CHECK_SECONDS, however often the page is asked.
+    "HEALTH_TOKEN": "",
+    "HEALTH_WORKER_CHECK_SECONDS": 5.0,
 }
 
 

@@ -6,9 +6,7 @@ import socket
 from typing import Any
 
 from celery import bootsteps, shared_task
-from celery.signals import worker_process_init
-
-from config.celery import app
+from celery.signals import worker_init, worker_process_init
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +60,11 @@ class RunSweeper(bootsteps.StartStopStep):
             close_old_connections()
 
 
-app.steps["worker"].add(RunSweeper)
+@worker_init.connect
+def _add_run_sweeper(sender: Any, **kwargs: Any) -> None:
+    # Whatever app the host's worker runs (no import of the host's Celery app): the worker's steps are
+    # read right after this signal.
+    sender.app.steps["worker"].add(RunSweeper)
 
 
 @worker_process_init.connect

@@ -244,6 +244,8 @@ ASSISTANT["PROVIDERS"] = {
         "base_url": os.environ.get("ANTHROPIC_BASE_URL") or None,
     },
 }
+if os.environ.get("ASSISTANT_HEALTH_TOKEN"):
+    ASSISTANT["HEALTH_TOKEN"] = os.environ["ASSISTANT_HEALTH_TOKEN"]
 if os.environ.get("ASSISTANT_REQUEST_TIMEOUT_SECONDS"):
     ASSISTANT["REQUEST_TIMEOUT_SECONDS"] = float(os.environ["ASSISTANT_REQUEST_TIMEOUT_SECONDS"])
 if os.environ.get("ASSISTANT_MAX_OUTPUT_TOKENS"):
