@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("ASSISTANT_DATA_DIR", BASE_DIR / ".data"))
@@ -148,12 +149,16 @@ CACHES = {
 # protocol already assumes: the database is the truth and clients reload on a gap. Measured here, a
 # turn's events cost about 15 ms less than with channels_redis.core.RedisChannelLayer.
 CHANNEL_LAYER_BACKEND = os.environ.get("CHANNEL_LAYER_BACKEND", "channels_redis.pubsub.RedisPubSubChannelLayer")
+# A pooled connection that Redis dropped (it restarted) fails the next command sent on it; retrying once
+# on a fresh connection keeps that command (an event on its way to a person) from being lost.
+_CHANNEL_LAYER_HOSTS = [{"address": REDIS_URL, "retry_on_error": [RedisConnectionError]}]
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": CHANNEL_LAYER_BACKEND,
-        "CONFIG": {"hosts": [REDIS_URL]}
+        "CONFIG": {"hosts": _CHANNEL_LAYER_HOSTS}
         if CHANNEL_LAYER_BACKEND.endswith("PubSubChannelLayer")
-        else {"hosts": [REDIS_URL], "capacity": int(os.environ.get("CHANNEL_LAYER_CAPACITY", "1000")), "expiry": 60},
+        else {"hosts": _CHANNEL_LAYER_HOSTS, "capacity": int(os.environ.get("CHANNEL_LAYER_CAPACITY", "1000")),
+              "expiry": 60},
     }
 }
 

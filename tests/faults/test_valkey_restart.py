@@ -18,10 +18,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REPLY = "Done, across the restart."
 
 
-def test_a_valkey_restart_mid_run_stops_no_process_and_loses_no_run(alice: Any, bob: Any, stack: Stack) -> None:
+def test_a_valkey_restart_mid_run_stops_no_process_and_loses_no_run(
+    alice: Any, bob: Any, user_factory: Any, stack: Stack
+) -> None:
     stack.script(
         {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "before"}}]},
-        {"tool_calls": [{"name": "test_slow_effect", "arguments": {"label": "during", "seconds": 2}}]},
+        {"tool_calls": [{"name": "test_slow_effect", "arguments": {"label": "during", "seconds": 4}}]},
         {"text": REPLY},
     )
     alices_page, bobs_page = stack.socket(alice), stack.socket(bob)
@@ -45,12 +47,24 @@ def test_a_valkey_restart_mid_run_stops_no_process_and_loses_no_run(alice: Any, 
     stack.assert_all_alive()
     assert_one_reply(first, REPLY)
     assert first.attempts == 1  # the worker that started it finished it
+    # Alice's page kept its socket through the outage and sees the answer arrive.
+    replied = alices_page.wait_for(lambda event: event["type"] == "assistant.replied", timeout=10)
+    assert replied["run_id"] == in_flight
     second = stack.wait_for_run(asked.run_id, timeout=30)
     assert_one_reply(second, REPLY)
     for person in (alice, bob):
         assert Effect.objects.filter(owner=person, label="before").count() == 1
         assert Effect.objects.filter(owner=person, label="during").count() == 1
     stack.assert_all_alive()
+
+    # After the outage the site works as before: a new message is acknowledged and answered live.
+    carol = user_factory("carol")
+    carols_page = stack.socket(carol)
+    after = carols_page.send_message("and after the restart?")
+    assert after["type"] == "assistant.sent", after
+    carols_reply = carols_page.wait_for(lambda event: event["type"] == "assistant.replied", timeout=20)
+    assert carols_reply["message"]["content"] == REPLY
+    carols_page.close()
 
     # Both pages, reloaded as the page's script does after a dropped socket, show what the database holds.
     for person, run in ((alice, first), (bob, second)):
