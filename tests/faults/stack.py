@@ -190,6 +190,11 @@ class Socket:
                     raise AssertionError(f"could not connect to {self.url}: {exc!r}") from exc
                 time.sleep(0.1)
 
+    def reconnect(self, timeout: float = 15) -> Socket:
+        """What the page's script does when its socket drops: connect again with the same session."""
+        self.close()
+        return self.connect(timeout=timeout)
+
     def close(self) -> None:
         if self.connection is not None:
             self.connection.close()

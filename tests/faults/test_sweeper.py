@@ -1,5 +1,6 @@
 """Several workers sweep for lost runs at the same moment: each lost run goes back on the queue once per
-lease period in all, not once per worker and sweep."""
+lease period in all, not once per worker and sweep. (Which runs count as lost, in one process:
+tests/test_turn_services.py.)"""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from kombu import Connection
 
 from assistant.models import AgentChat, AgentRun
 from tests.conftest import PROJECT_DIR, _test_database_url
+from tests.faults.conftest import Stack
 from tests.faults.stack import Valkey
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,20 +75,23 @@ def finish(processes: list[subprocess.Popen[str]]) -> list[int]:
     return said
 
 
-def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(alice: Any, broker: Valkey) -> None:
-    long_ago = timezone.now() - timedelta(minutes=5)
+def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(
+    alice: Any, broker: Valkey, fault_stack: Stack
+) -> None:
+    # Every live worker sweeps this database. The fault stack's worker is stopped here (the next fault
+    # test starts it again); the suite's shared worker leaves queued runs alone for 30 s, longer than
+    # these runs' age, so the sweeps racing below are the only ones that act on them.
+    fault_stack.worker.stop()
+    queued_ago = timezone.now() - timedelta(seconds=10)
 
     def run(**fields: Any) -> AgentRun:
         created = AgentRun.objects.create(owner=alice, chat=AgentChat.objects.create(owner=alice), **fields)
-        AgentRun.objects.filter(pk=created.pk).update(created_at=long_ago)
+        AgentRun.objects.filter(pk=created.pk).update(created_at=queued_ago)
         return created
 
-    dead_workers = [run(status="running", clock_started_at=timezone.now(), started_at=long_ago,
-                        lease_expires_at=timezone.now() - timedelta(seconds=1)) for _ in range(3)]
-    lost_messages = [run(status="queued") for _ in range(2)]
+    lost = {run(status="queued").pk for _ in range(5)}  # their messages never reached a worker
     working = run(status="running", clock_started_at=timezone.now(),
                   lease_expires_at=timezone.now() + timedelta(minutes=1))
-    lost = {stale.pk for stale in dead_workers + lost_messages}
 
     # Three workers' sweepers start at the same instant and sweep five times each, well within one lease
     # period; then, once the period has passed, five times each again.
@@ -98,3 +103,4 @@ def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(alice: Any,
     assert enqueued == dict.fromkeys(lost, 2), enqueued
     assert Counter(said) == enqueued  # what the sweeps report is what reached the broker
     assert working.pk not in enqueued
+    AgentRun.objects.filter(pk__in=lost).update(status="cancelled")  # no worker will ever take them
