@@ -75,6 +75,13 @@ def _ping_workers() -> dict[str, Any]:
 
 def worker_status() -> dict[str, Any]:
     """The workers' answer, from the cache while it is fresh; otherwise asked by one caller at a time."""
+    try:
+        return _shared_worker_status()
+    except Exception:  # the cache is unreachable: ask the workers directly rather than fail the page
+        return _ping_workers()
+
+
+def _shared_worker_status() -> dict[str, Any]:
     known = cache.get(_WORKER_CHECK_KEY)
     if known is not None:
         return known
