@@ -4,7 +4,7 @@ It is kombu's Redis transport with one difference: a channel keeps the parameter
 so it can still reach the broker after Celery has detached it from its connection.
 
 Why. When the broker goes away while a task with late acknowledgement is running, Celery's consumer
-(5.6 and later, `Consumer.on_connection_error_after_connected`) first calls `connection.collect()`,
+(5.7, `Consumer.on_connection_error_after_connected`, since the change for celery#9705) first calls `connection.collect()`,
 then `connection.close()`. The first pass cannot close the task channel: draining its pending BRPOP
 on the dead socket raises, so the channel stays half-open, but `collect()` still detaches the transport
 from the connection (`transport.client = None`). The second pass closes that channel for real, which
