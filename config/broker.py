@@ -3,15 +3,16 @@
 It is kombu's Redis transport with one difference: a channel keeps the parameters it was opened with,
 so it can still reach the broker after Celery has detached it from its connection.
 
-Why. When the broker goes away while a task with late acknowledgement is running, Celery's consumer
-(5.7, `Consumer.on_connection_error_after_connected`, since the change for celery#9705) first calls `connection.collect()`,
-then `connection.close()`. The first pass cannot close the task channel: draining its pending BRPOP
-on the dead socket raises, so the channel stays half-open, but `collect()` still detaches the transport
-from the connection (`transport.client = None`). The second pass closes that channel for real, which
-means putting its unacknowledged message back on the queue, and for that kombu builds a new Redis
-client from `self.connection.client`, which is now None: `AttributeError: 'NoneType' object has no
-attribute 'hostname'`. That is not a connection error, so Celery does not swallow it, and the worker
-exits with "Unrecoverable error". An idle worker has no unacknowledged message and survives.
+Why. When the broker goes away while a task with late acknowledgement is running, Celery 5.7's consumer
+(`Consumer.on_connection_error_after_connected`, as changed for celery#9705) first calls
+`connection.collect()`, then `connection.close()`. The first pass cannot close the task channel:
+draining its pending BRPOP on the dead socket raises, so the channel stays half-open, but `collect()`
+still detaches the transport from the connection (`transport.client = None`). The second pass closes
+that channel for real, which means putting its unacknowledged message back on the queue, and for that
+kombu builds a new Redis client from `self.connection.client`, which is now None: `AttributeError:
+'NoneType' object has no attribute 'hostname'`. That is not a connection error, so Celery does not
+swallow it, and the worker exits with "Unrecoverable error". An idle worker has no unacknowledged
+message and survives.
 
 The same detached channel is used once more when the running task finishes and is acknowledged after
 the reconnect; without its parameters that acknowledgement fails the same way.
