@@ -17,7 +17,7 @@ from django.conf import settings
 from django.test import Client
 
 from assistant.models import AgentMessage, AgentRun
-from tests.conftest import PROJECT_DIR, _test_database_url
+from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url
 from tests.faults.stack import Daphne, Socket, Valkey, Worker
 
 # Every connection the stack's processes open carries this name, so a test can end exactly those.
@@ -103,6 +103,18 @@ def fault_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack
         yield stack
     finally:
         stack.stop()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def suite_workers_paused() -> Iterator[None]:
+    """The suite's own worker (if an earlier test started it) sweeps the same database: it would take the
+    fault stack's runs up onto another broker and channel layer. It rests while the fault suite runs."""
+    paused = list(WorkerProcess.running)
+    for worker in paused:
+        worker.stop()
+    yield
+    for worker in paused:
+        worker.start()
 
 
 @pytest.fixture

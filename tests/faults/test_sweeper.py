@@ -78,9 +78,8 @@ def finish(processes: list[subprocess.Popen[str]]) -> list[int]:
 def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(
     alice: Any, broker: Valkey, fault_stack: Stack
 ) -> None:
-    # Every live worker sweeps this database. The fault stack's worker is stopped here (the next fault
-    # test starts it again); the suite's shared worker leaves queued runs alone for 30 s, longer than
-    # these runs' age, so the sweeps racing below are the only ones that act on them.
+    # Every live worker sweeps this database. The suite's rests during the fault suite, the fault stack's
+    # is stopped here (the next fault test starts it again): the sweeps racing below are the only ones.
     fault_stack.worker.stop()
     queued_ago = timezone.now() - timedelta(seconds=10)
 
