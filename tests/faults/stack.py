@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from websockets.exceptions import InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
@@ -129,6 +129,11 @@ class Valkey(Child):
 
 
 class Worker(Child):
+    """The stack's Celery worker. Like every worker on the test database, it sweeps that database for lost
+    runs, so a test whose runs belong to another worker stops it first (see `stop_all`)."""
+
+    running: ClassVar[set[Worker]] = set()
+
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.hostname = f"fault-worker-{os.getpid()}"
         command = [
@@ -140,6 +145,20 @@ class Worker(Child):
     def start(self) -> None:
         super().start()
         self.wait_for_output(" ready.", timeout=60)
+        Worker.running.add(self)
+
+    def stop(self, timeout: float = 15) -> None:
+        Worker.running.discard(self)
+        super().stop(timeout)
+
+    def kill(self) -> None:
+        Worker.running.discard(self)
+        super().kill()
+
+    @classmethod
+    def stop_all(cls) -> None:
+        for worker in list(cls.running):
+            worker.stop()
 
 
 class Daphne(Child):

@@ -21,8 +21,7 @@ from kombu import Connection
 
 from assistant.models import AgentChat, AgentRun
 from tests.conftest import PROJECT_DIR, _test_database_url
-from tests.faults.conftest import Stack
-from tests.faults.stack import Valkey
+from tests.faults.stack import Valkey, Worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,12 +74,10 @@ def finish(processes: list[subprocess.Popen[str]]) -> list[int]:
     return said
 
 
-def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(
-    alice: Any, broker: Valkey, fault_stack: Stack
-) -> None:
+def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(alice: Any, broker: Valkey) -> None:
     # Every live worker sweeps this database. The suite's rests during the fault suite, the fault stack's
     # is stopped here (the next fault test starts it again): the sweeps racing below are the only ones.
-    fault_stack.worker.stop()
+    Worker.stop_all()
     queued_ago = timezone.now() - timedelta(seconds=10)
 
     def run(**fields: Any) -> AgentRun:
