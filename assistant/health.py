@@ -1,13 +1,31 @@
-"""Reachability of the parts a turn needs: database, Redis and at least one Celery worker."""
+"""Reachability of the parts a turn needs: database, Redis and at least one Celery worker.
+
+The page is public (load balancers and uptime checks call it without logging in), so an anonymous
+caller learns the status and nothing else; staff, or a caller presenting `HEALTH_TOKEN`, also see each
+part's details (timings, error text, worker names). Asking the workers is a broadcast through the
+broker, so its answer is shared through the cache for `HEALTH_WORKER_CHECK_SECONDS`, and only one
+caller at a time asks: however often the page is hit, the workers are pinged at most once per period.
+"""
 
 from __future__ import annotations
 
+import hmac
 import time
 from typing import Any
 
 import redis
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
+from django.http import HttpRequest
+
+from assistant.conf import assistant_settings
+
+_WORKER_CHECK_KEY = "assistant:health:worker"
+_WORKER_CHECK_LOCK_KEY = "assistant:health:worker:asking"
+# A failed check is asked again sooner, so a worker that comes back is seen within about a second.
+_FAILED_CHECK_SECONDS = 1.0
+_PING_TIMEOUT_SECONDS = 1.0
 
 
 def _timed(probe: Any) -> dict[str, Any]:
@@ -42,12 +60,12 @@ def redis_status() -> dict[str, Any]:
     return _timed(probe)
 
 
-def worker_status(timeout: float = 1.0) -> dict[str, Any]:
-    from config.celery import app
+def _ping_workers() -> dict[str, Any]:
+    from celery import current_app
 
     def probe() -> dict[str, Any]:
         # limit=1: one live worker is enough to say "reachable"; don't wait out the timeout for others.
-        replies = app.control.ping(timeout=timeout, limit=1)
+        replies = current_app.control.ping(timeout=_PING_TIMEOUT_SECONDS, limit=1)
         if not replies:
             raise RuntimeError("no Celery worker answered")
         return {"workers": sorted(name for reply in replies for name in reply)}
@@ -55,8 +73,60 @@ def worker_status(timeout: float = 1.0) -> dict[str, Any]:
     return _timed(probe)
 
 
+def worker_status() -> dict[str, Any]:
+    """The workers' answer, from the cache while it is fresh; otherwise asked by one caller at a time."""
+    try:
+        return _shared_worker_status()
+    except Exception:  # the cache is unreachable: ask the workers directly rather than fail the page
+        return _ping_workers()
+
+
+def _shared_worker_status() -> dict[str, Any]:
+    known = cache.get(_WORKER_CHECK_KEY)
+    if known is not None:
+        return known
+    if cache.add(_WORKER_CHECK_LOCK_KEY, True, timeout=_PING_TIMEOUT_SECONDS + 1):
+        try:
+            status = _ping_workers()
+            period = float(assistant_settings.HEALTH_WORKER_CHECK_SECONDS)
+            cache.set(_WORKER_CHECK_KEY, status, timeout=period if status["ok"] else min(period, _FAILED_CHECK_SECONDS))
+            return status
+        finally:
+            cache.delete(_WORKER_CHECK_LOCK_KEY)
+    # Another caller is asking right now: wait for its answer rather than ask again.
+    deadline = time.monotonic() + _PING_TIMEOUT_SECONDS + 1
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        known = cache.get(_WORKER_CHECK_KEY)
+        if known is not None:
+            return known
+    return {"ok": False, "error": "the worker check did not finish in time"}
+
+
+def forget_worker_check() -> None:
+    """Drop the shared worker check, so the next caller asks the workers again."""
+    cache.delete_many([_WORKER_CHECK_KEY, _WORKER_CHECK_LOCK_KEY])
+
+
 def overall_status() -> dict[str, Any]:
     parts = {"database": database_status(), "redis": redis_status()}
     # Asking workers goes through Redis; skip it when Redis is down rather than wait for a timeout.
     parts["worker"] = worker_status() if parts["redis"]["ok"] else {"ok": False, "error": "redis unreachable"}
     return {"ok": all(part["ok"] for part in parts.values()), **parts}
+
+
+def may_see_details(request: HttpRequest) -> bool:
+    """Staff, or a caller sending `Authorization: Bearer <HEALTH_TOKEN>` when a token is configured."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and user.is_staff:
+        return True
+    token = str(assistant_settings.HEALTH_TOKEN or "")
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(presented.strip(), token)
+
+
+def health_report(request: HttpRequest) -> tuple[int, dict[str, Any]]:
+    """The status code and the body /healthz answers this caller with."""
+    status = overall_status()
+    code = 200 if status["ok"] else 503
+    return code, status if may_see_details(request) else {"ok": status["ok"]}

@@ -117,6 +117,9 @@ class AgentRun(models.Model):
     session_key = models.TextField(blank=True)
     client_address = models.GenericIPAddressField(null=True, blank=True)
     client_origin = models.CharField(max_length=300, blank=True)
+    # When a sweep last put the run back on the queue: at most once per lease period, however many
+    # workers sweep (assistant/turn/sweeper.py).
+    requeued_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # The wall-time limit counts from here: the first start, or the user's answer to a confirmation

@@ -6,13 +6,9 @@ import socket
 from typing import Any
 
 from celery import bootsteps, shared_task
-from celery.signals import worker_process_init
-
-from config.celery import app
+from celery.signals import worker_init, worker_process_init
 
 logger = logging.getLogger(__name__)
-
-SWEEP_INTERVAL_SECONDS = 5.0
 
 
 @shared_task(name="assistant.health_check")
@@ -41,7 +37,10 @@ class RunSweeper(bootsteps.StartStopStep):
         self.timer_ref: Any = None
 
     def start(self, worker: Any) -> None:
-        self.timer_ref = worker.timer.call_repeatedly(SWEEP_INTERVAL_SECONDS, self.sweep, priority=10)
+        from assistant.conf import assistant_settings
+
+        interval = float(assistant_settings.SWEEP_INTERVAL_SECONDS)
+        self.timer_ref = worker.timer.call_repeatedly(interval, self.sweep, priority=10)
 
     def stop(self, worker: Any) -> None:
         if self.timer_ref is not None:
@@ -61,7 +60,11 @@ class RunSweeper(bootsteps.StartStopStep):
             close_old_connections()
 
 
-app.steps["worker"].add(RunSweeper)
+@worker_init.connect
+def _add_run_sweeper(sender: Any, **kwargs: Any) -> None:
+    # Whatever app the host's worker runs (no import of the host's Celery app): the worker's steps are
+    # read right after this signal.
+    sender.app.steps["worker"].add(RunSweeper)
 
 
 @worker_process_init.connect

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("ASSISTANT_DATA_DIR", BASE_DIR / ".data"))
@@ -148,12 +149,16 @@ CACHES = {
 # protocol already assumes: the database is the truth and clients reload on a gap. Measured here, a
 # turn's events cost about 15 ms less than with channels_redis.core.RedisChannelLayer.
 CHANNEL_LAYER_BACKEND = os.environ.get("CHANNEL_LAYER_BACKEND", "channels_redis.pubsub.RedisPubSubChannelLayer")
+# A pooled connection that Redis dropped (it restarted) fails the next command sent on it; retrying once
+# on a fresh connection keeps that command (an event on its way to a person) from being lost.
+_CHANNEL_LAYER_HOSTS = [{"address": REDIS_URL, "retry_on_error": [RedisConnectionError]}]
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": CHANNEL_LAYER_BACKEND,
-        "CONFIG": {"hosts": [REDIS_URL]}
+        "CONFIG": {"hosts": _CHANNEL_LAYER_HOSTS}
         if CHANNEL_LAYER_BACKEND.endswith("PubSubChannelLayer")
-        else {"hosts": [REDIS_URL], "capacity": int(os.environ.get("CHANNEL_LAYER_CAPACITY", "1000")), "expiry": 60},
+        else {"hosts": _CHANNEL_LAYER_HOSTS, "capacity": int(os.environ.get("CHANNEL_LAYER_CAPACITY", "1000")),
+              "expiry": 60},
     }
 }
 
@@ -166,6 +171,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", "180"))
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "210"))
+if CELERY_BROKER_URL.partition("://")[0] in {"redis", "rediss"}:
+    # kombu's Redis transport, except that a channel can still reach Redis after Celery detached it
+    # from its connection; without that, a broker restart during a run kills the worker (config/broker.py).
+    CELERY_BROKER_TRANSPORT = "config.broker.Transport"
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "600")),
 }
@@ -173,6 +182,9 @@ CELERY_RESULT_EXPIRES = 3600
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# When the broker connection drops, a run in progress goes on: it needs nothing from the broker to
+# finish, and its lease (not the broker) decides who works on it. Cancelling it would cut a tool call off.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -237,6 +249,8 @@ ASSISTANT["PROVIDERS"] = {
         "base_url": os.environ.get("ANTHROPIC_BASE_URL") or None,
     },
 }
+if os.environ.get("ASSISTANT_HEALTH_TOKEN"):
+    ASSISTANT["HEALTH_TOKEN"] = os.environ["ASSISTANT_HEALTH_TOKEN"]
 if os.environ.get("ASSISTANT_REQUEST_TIMEOUT_SECONDS"):
     ASSISTANT["REQUEST_TIMEOUT_SECONDS"] = float(os.environ["ASSISTANT_REQUEST_TIMEOUT_SECONDS"])
 if os.environ.get("ASSISTANT_MAX_OUTPUT_TOKENS"):

@@ -6,7 +6,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from assistant.health import overall_status
+from assistant.health import health_report
 from tracker.models import Project, Task
 
 
@@ -23,6 +23,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Database, Redis and worker reachability; 503 when any part is down, for load balancers."""
-    status = overall_status()
-    return JsonResponse(status, status=200 if status["ok"] else 503)
+    """Database, Redis and worker reachability; 503 when any part is down, for load balancers. Details
+    only for staff or the health token (see assistant/health.py)."""
+    code, body = health_report(request)
+    return JsonResponse(body, status=code)

@@ -23,6 +23,7 @@ from devstack.services import (
     stop_services,
     with_redis_db,
 )
+from devstack.supervisor import Supervisor
 
 
 def _say(message: str) -> None:
@@ -75,39 +76,6 @@ def cmd_exec(args: argparse.Namespace) -> int:
             stop_services(default_paths(), started)
 
 
-class Supervisor:
-    """Runs the worker and daphne, and brings everything down together on Ctrl-C or a child's death."""
-
-    def __init__(self, environ: dict[str, str]) -> None:
-        self.environ = environ
-        self.children: dict[str, subprocess.Popen[bytes]] = {}
-        self.stopping = False
-
-    def spawn(self, name: str, command: list[str]) -> None:
-        # A session of its own: Ctrl-C reaches only the supervisor, which then stops children in order.
-        self.children[name] = subprocess.Popen(command, env=self.environ, cwd=PROJECT_DIR, start_new_session=True)
-
-    def exited(self) -> tuple[str, int] | None:
-        for name, child in self.children.items():
-            code = child.poll()
-            if code is not None:
-                return name, code
-        return None
-
-    def stop(self, grace: float = 15.0) -> None:
-        for child in self.children.values():
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for name, child in self.children.items():
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                _say(f"{name} did not stop within {grace:.0f}s; killing it")
-                child.kill()
-                child.wait()
-
-
 def _wait_until_ready(base: str, supervisor: Supervisor, timeout: float) -> None:
     """Wait for daphne to serve, then for /healthz to see the worker too (it is 503 until then)."""
     deadline = time.monotonic() + timeout
@@ -141,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     environ, started = _child_environment(None)
     environ.setdefault("DJANGO_DEBUG", "1")
     python = sys.executable
-    supervisor = Supervisor(environ)
+    supervisor = Supervisor(environ, PROJECT_DIR, _say)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         supervisor.stopping = True
@@ -172,11 +140,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"  Demo logins (user / password):\n{seeded.stdout.rstrip()}\n  Press Ctrl-C to stop everything.\n",
             flush=True,
         )
+        # From here on a process that exits is started again (with a growing pause if it keeps failing),
+        # as a process manager would; one process's death never stops the others.
         while not supervisor.stopping:
-            died = supervisor.exited()
-            if died:
-                _say(f"{died[0]} exited unexpectedly with code {died[1]}; stopping everything.")
-                return 1
+            supervisor.tend()
             time.sleep(0.3)
         return 0
     except ServiceError as exc:

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -70,6 +70,10 @@ def _test_database_url() -> str:
 class WorkerProcess:
     """A real Celery worker in its own process group, on the real broker, using the test database."""
 
+    #: Workers of this session that are running (the fault suite pauses them while it runs: they would
+    #: sweep its database and take its runs).
+    running: ClassVar[set[WorkerProcess]] = set()
+
     def __init__(self, env: dict[str, str], name: str) -> None:
         self.env, self.name = env, name
         self.log_path = PROJECT_DIR / ".data" / f"{name}.log"
@@ -89,6 +93,7 @@ class WorkerProcess:
         while time.monotonic() < deadline:
             replies = app.control.ping(timeout=0.5)
             if any(name.startswith(f"{self.name}@") for reply in replies for name in reply):
+                WorkerProcess.running.add(self)
                 return
             if self.process.poll() is not None:
                 code = self.process.returncode
@@ -98,11 +103,13 @@ class WorkerProcess:
 
     def kill(self) -> None:
         """SIGKILL the worker and its pool processes at once, as a crash or the OOM killer would."""
+        WorkerProcess.running.discard(self)
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
     def stop(self) -> None:
+        WorkerProcess.running.discard(self)
         if self.process is not None and self.process.poll() is None:
             stop_process(self.process)
 

@@ -1,4 +1,5 @@
-"""The site shell a person sees: login, the dock on every page, the assistant page, admin for staff, /healthz."""
+"""The site shell a person sees: login, the dock on every page, the assistant page, admin for staff
+(/healthz is in tests/security/test_healthz.py)."""
 
 from __future__ import annotations
 
@@ -61,23 +62,6 @@ def test_admin_is_for_staff_only(auth_client: Client, user_factory: Any) -> None
 def test_vendored_static_files_are_served() -> None:
     response = Client().get("/static/vendor/htmx-2.0.11.min.js")
     assert response.status_code == 200
-
-
-def test_healthz_reports_database_and_redis() -> None:
-    response = Client().get("/healthz")
-    body = response.json()
-    assert body["database"]["ok"] is True
-    assert body["redis"]["ok"] is True
-    # No worker runs in this test: the page says so and the status is 503 for load balancers.
-    assert body["worker"]["ok"] is False
-    assert response.status_code == 503
-
-
-@pytest.mark.worker
-def test_healthz_is_ok_with_a_worker(celery_worker: Any) -> None:
-    response = Client().get("/healthz")
-    assert response.status_code == 200, response.json()
-    assert response.json()["worker"]["workers"]
 
 
 def test_staff_review_a_run_with_its_steps_read_only(user_factory: Any, alice: Any) -> None:

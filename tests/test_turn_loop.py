@@ -1,4 +1,5 @@
-"""The run loop in a real Celery worker: tool calls as the user, limits, repair, confirmation, cancel, crash."""
+"""The run loop in a real Celery worker: tool calls as the user, limits, repair, confirmation, cancel.
+A worker killed mid-tool is in tests/faults/test_worker_kill.py."""
 
 from __future__ import annotations
 
@@ -203,30 +204,3 @@ def test_cancel_while_running_stops_at_the_next_step_and_keeps_the_steps(
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
     assert run.steps.filter(kind="tool_call", tool_name="test_wait", state="finished").exists()
     assert not Effect.objects.filter(label="after").exists()
-
-
-def test_a_killed_worker_resumes_the_run_without_doing_anything_twice(
-    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
-) -> None:
-    model = script(
-        {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "before"}}]},
-        {"tool_calls": [{"name": "test_slow_effect", "arguments": {"label": "during", "seconds": 5}}]},
-        {"text": "Finished after the crash."},
-    )
-    run = send(alice, "survive a crash", model)
-    wait_for(lambda: AgentStep.objects.filter(run=run, tool_name="test_slow_effect", state="started").exists(),
-             what="the slow tool to start")
-    killed_at = time.monotonic()
-    celery_worker.kill()
-    celery_worker.start()
-    run = wait_for_run(run.pk, *FINISHED, timeout=30)
-    assert time.monotonic() - killed_at < 30
-    assert run.status == "succeeded", run.error
-    assert run.reply == "Finished after the crash."
-    assert Effect.objects.filter(label="before").count() == 1  # the completed step was not redone
-    assert Effect.objects.filter(label="during").count() == 0  # its transaction died with the worker
-    interrupted = run.steps.get(tool_name="test_slow_effect")
-    assert interrupted.result["status"] == "unknown" and interrupted.took_effect is None
-    assert run.steps.filter(tool_name="test_slow_effect").count() == 1  # not blindly re-executed
-    assert run.attempts == 2
-    assert AgentMessage.objects.filter(run=run, role="user").get().content == "survive a crash"

@@ -52,6 +52,10 @@ def test_the_sweeper_times_out_stuck_runs_and_requeues_runs_of_dead_workers(alic
     healthy = AgentRun.objects.create(owner=alice, chat=AgentChat.objects.create(owner=alice), status="running",
                                       clock_started_at=timezone.now(),
                                       lease_expires_at=timezone.now() + timedelta(seconds=10))
+    # Created long ago, but queued again just now when its confirmation was answered: its message is fresh.
+    just_confirmed = AgentRun.objects.create(owner=alice, chat=AgentChat.objects.create(owner=alice), status="queued",
+                                             clock_started_at=timezone.now())
+    AgentRun.objects.filter(pk=just_confirmed.pk).update(created_at=long_ago)
     swept = sweep_runs()
     assert swept == {"requeued": [orphan.pk], "timed_out": [stuck.pk]}
     stuck.refresh_from_db()

@@ -22,11 +22,17 @@ from functools import cache
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from assistant.conf import assistant_settings
 from assistant.models import AgentRun
 
 logger = logging.getLogger(__name__)
 
-LEASE_SECONDS = 10.0
+
+def configured_lease_seconds() -> float:
+    """How long a claim or a renewal holds the run (the LEASE_SECONDS setting)."""
+    return float(assistant_settings.LEASE_SECONDS)
+
+
 # A worker stops acting on a run when this share of its lease is still left, so that no other worker can
 # take the run over while this one still works on it (the clocks of two hosts may differ a little).
 LEASE_SAFETY_FRACTION = 0.2
@@ -60,12 +66,14 @@ def _claim_sql() -> str:
     )
 
 
-def lease_claim(run_id: int, holder: str, *, lease_seconds: float = LEASE_SECONDS) -> AgentRun | None:
+def lease_claim(run_id: int, holder: str, *, lease_seconds: float | None = None) -> AgentRun | None:
     """Take the run if it is queued, or running under an expired lease. Returns it, or None if not ours.
 
     `holder` is the fencing token: every later write of the turn only happens while the run's
     `lease_owner` is still this string, and a later claim replaces it."""
     now = timezone.now()
+    if lease_seconds is None:
+        lease_seconds = configured_lease_seconds()
     params = [
         AgentRun.Status.RUNNING, holder, now + timedelta(seconds=lease_seconds), now, now,
         run_id, AgentRun.Status.QUEUED, AgentRun.Status.RUNNING, now,
@@ -89,8 +97,9 @@ class Heartbeat:
     backstop when that flag was lost).
     """
 
-    def __init__(self, run_id: int, holder: str, *, lease_seconds: float = LEASE_SECONDS) -> None:
-        self.run_id, self.holder, self.lease_seconds = run_id, holder, lease_seconds
+    def __init__(self, run_id: int, holder: str, *, lease_seconds: float | None = None) -> None:
+        self.run_id, self.holder = run_id, holder
+        self.lease_seconds = configured_lease_seconds() if lease_seconds is None else lease_seconds
         self.lost = threading.Event()
         self.cancelled = threading.Event()
         self._stop = threading.Event()

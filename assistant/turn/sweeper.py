@@ -1,55 +1,89 @@
 """Finds runs that lost their worker and puts them back to work, and ends runs stuck past their time.
 
 Every worker runs this every few seconds (see assistant/tasks.py). It is safe to run anywhere and
-concurrently: re-enqueueing a run only gives workers a chance to claim it, and the lease decides who does.
+concurrently: re-enqueueing a run only gives workers a chance to claim it, and the lease decides who
+does. A run goes back on the queue at most once per lease period in all: the sweep that stamps the
+run's `requeued_at` (a conditional update on locked rows) enqueues it, and the others skip it.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from assistant.conf import assistant_settings
 from assistant.models import AgentRun
 from assistant.services import run_finish, run_setting
+from assistant.turn.lease import configured_lease_seconds
 
 logger = logging.getLogger(__name__)
 
-# A queued run that no worker has claimed for this long was probably lost from the broker.
-QUEUED_GRACE_SECONDS = 30
 # Past its wall-time limit plus this, a working run is over, whatever its worker thinks.
 WALL_GRACE_SECONDS = 30
+# At most this many runs go back on the queue per sweep; the next sweep takes the rest.
+REQUEUE_BATCH = 100
 
 
-def sweep_runs(*, enqueue: object = None) -> dict[str, list[int]]:
+def sweep_runs() -> dict[str, list[int]]:
     """Returns the ids it re-enqueued and the ids it timed out."""
-    from assistant.tasks import run_turn
-
     now = timezone.now()
-    requeue = list(
-        AgentRun.objects.filter(
-            Q(status=AgentRun.Status.RUNNING, lease_expires_at__lt=now)
-            | Q(status=AgentRun.Status.QUEUED, lease_expires_at__isnull=True,
-                created_at__lt=now - timedelta(seconds=QUEUED_GRACE_SECONDS))
-        ).values_list("pk", flat=True)[:100]
-    )
-    timed_out: list[int] = []
+    timed_out = _time_out_stuck_runs(now)
+    requeued = _requeue_lost_runs(now)
+    if requeued or timed_out:
+        logger.info("Swept runs: re-enqueued %s, timed out %s", requeued, timed_out)
+    return {"requeued": requeued, "timed_out": timed_out}
+
+
+def _time_out_stuck_runs(now: datetime) -> list[int]:
+    stuck_ids = []
     for run in AgentRun.objects.filter(status=AgentRun.Status.RUNNING).only("pk", "config", "clock_started_at"):
         limit = float(run_setting(run, "MAX_WALL_SECONDS"))
         if run.clock_started_at and now - run.clock_started_at > timedelta(seconds=limit + WALL_GRACE_SECONDS):
-            timed_out.append(run.pk)
-    for run_id in timed_out:
+            stuck_ids.append(run.pk)
+    timed_out = []
+    for run_id in stuck_ids:
         with transaction.atomic():
             stuck = AgentRun.objects.select_for_update(skip_locked=True).filter(pk=run_id, status="running").first()
             if stuck is not None:
                 run_finish(run=stuck, status=AgentRun.Status.TIMED_OUT, stop_reason="swept",
                            error="The assistant took too long on this request and was stopped.")
-    for run_id in requeue:
-        if run_id not in timed_out:
+                timed_out.append(run_id)
+    return timed_out
+
+
+def _requeue_lost_runs(now: datetime) -> list[int]:
+    from assistant.tasks import run_turn
+
+    period = timedelta(seconds=configured_lease_seconds())
+    # A queued run that no worker has claimed for this long was probably lost from the broker. It
+    # counts from when it was queued: its creation, or the answer to a confirmation that queued it again.
+    queued_grace = timedelta(seconds=float(assistant_settings.QUEUED_GRACE_SECONDS))
+    lost = (
+        Q(status=AgentRun.Status.RUNNING, lease_expires_at__lt=now)
+        | Q(status=AgentRun.Status.QUEUED, lease_expires_at__isnull=True, queued_since__lt=now - queued_grace)
+    ) & (Q(requeued_at__isnull=True) | Q(requeued_at__lte=now - period))
+    with transaction.atomic():
+        # Rows another sweep holds are skipped: that sweep is stamping them, and they are its to enqueue.
+        due = list(
+            AgentRun.objects.select_for_update(skip_locked=True)
+            .annotate(queued_since=Coalesce("clock_started_at", "created_at"))
+            .filter(lost).order_by("pk").values_list("pk", flat=True)[:REQUEUE_BATCH]
+        )
+        AgentRun.objects.filter(pk__in=due).update(requeued_at=now)
+    requeued: list[int] = []
+    for run_id in due:
+        try:
             run_turn.delay(run_id)
-    if requeue or timed_out:
-        logger.info("Swept runs: re-enqueued %s, timed out %s", requeue, timed_out)
-    return {"requeued": [pk for pk in requeue if pk not in timed_out], "timed_out": timed_out}
+        except Exception:
+            # The broker is unreachable: give back the stamps of what was not enqueued, so the next sweep
+            # tries again instead of waiting out a period, and stop asking a broker that is not there.
+            logger.exception("Could not re-enqueue runs %s", due[len(requeued):])
+            AgentRun.objects.filter(pk__in=due[len(requeued):], requeued_at=now).update(requeued_at=None)
+            break
+        requeued.append(run_id)
+    return requeued
