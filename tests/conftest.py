@@ -153,9 +153,28 @@ def fake_openai(session_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
     yield session_openai
 
 
+def stop_every_sweeper() -> None:
+    """Stop every worker of this session that sweeps the test database, the suite's and the fault stack's
+    (`celery_worker` and the fault suite's `stack` start theirs again when a test needs it)."""
+    from tests.faults.stack import Worker
+
+    Worker.stop_all()
+    for worker in list(WorkerProcess.running):
+        worker.stop()
+
+
 @pytest.fixture
 def celery_worker(session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
-    """The real worker, left idle when the test ends; a test may kill and restart it."""
+    """The real worker, left idle when the test ends; a test may kill and restart it.
+
+    It is the only worker on the test database while the test runs: the fault suite's own worker (see
+    tests/faults/stack.py) sweeps the same database, and would take this test's runs onto its own broker
+    and channel layer. Likewise a fault test pauses this one, so it is started again if it rests."""
+    from tests.faults.stack import Worker
+
+    Worker.stop_all()
+    if session_worker not in WorkerProcess.running:
+        session_worker.start()
     yield session_worker
     session_worker.wait_idle()
 
@@ -171,8 +190,14 @@ def session_worker(
         database_url = _test_database_url()
     env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.settings",
            "OPENAI_BASE_URL": session_openai.base_url, "OPENAI_API_KEY": "test-key"}
-    # Leftovers from an aborted run would be delivered to this worker against a fresh database.
+    # Leftovers from an aborted run would be delivered to this worker against a fresh database, and an
+    # earlier session's cancel flags (keyed by run id, which starts again at 1) would stop this one's runs.
     app.control.purge()
+    from assistant.redis_connection import redis_client
+
+    client = redis_client()
+    for key in client.scan_iter("assistant:*"):
+        client.delete(key)
     worker = WorkerProcess(env, f"test-worker-{os.getpid()}")
     worker.start()
     yield worker

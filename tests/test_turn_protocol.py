@@ -9,37 +9,18 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from channels.testing import WebsocketCommunicator
-from django.test import Client
 
 from assistant.models import AgentChat, AgentRun
 from assistant.services import chat_send
-from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
+from tests.sockets import connect, receive_until
 from tracker.models import Project
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
 
-def connect(user: Any) -> WebsocketCommunicator:
-    client = Client()
-    client.force_login(user)
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
-
-
-async def receive_until(socket: WebsocketCommunicator, last: Callable[[dict[str, Any]], bool],
-                        timeout: float = 20) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = await socket.receive_json_from(timeout=max(0.1, deadline - time.monotonic()))
-        events.append(event)
-        if last(event):
-            return events
 
 
 def types(events: list[dict[str, Any]]) -> list[str]:

@@ -105,21 +105,15 @@ def fault_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack
         stack.stop()
 
 
-@pytest.fixture(scope="package", autouse=True)
-def suite_workers_paused() -> Iterator[None]:
-    """The suite's own worker (if an earlier test started it) sweeps the same database: it would take the
-    fault stack's runs up onto another broker and channel layer. It rests while the fault suite runs."""
-    paused = list(WorkerProcess.running)
-    for worker in paused:
-        worker.stop()
-    yield
-    for worker in paused:
-        worker.start()
-
-
 @pytest.fixture
 def stack(fault_stack: Stack) -> Iterator[Stack]:
-    """The stack with every process up; at the end, idle, so the test database can be emptied."""
+    """The stack with every process up; at the end, idle, so the test database can be emptied.
+
+    The suite's own worker (if an earlier test started it) sweeps the same database: it would take the
+    stack's runs up onto another broker and channel layer, so it rests; `celery_worker` starts it again
+    for the next test that needs it."""
+    for worker in list(WorkerProcess.running):
+        worker.stop()
     fault_stack.ensure_running()
     yield fault_stack
     wait_until_no_run_is_active()

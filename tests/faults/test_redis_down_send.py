@@ -5,28 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.test import Client
 from django.utils import timezone
 
+from assistant.conf import assistant_settings
 from assistant.events import RESYNC_SETTLE_SECONDS, publisher, user_group
 from assistant.models import AgentMessage, AgentRun
-from assistant.turn.sweeper import QUEUED_GRACE_SECONDS
-from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.faults.redis_outage import CuttableProxy, redis_through_proxy
+from tests.sockets import connect, receive_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
 
 @pytest.fixture
@@ -35,22 +32,6 @@ def outage() -> Iterator[CuttableProxy]:
         yield proxy
 
 
-def connect(user: Any) -> WebsocketCommunicator:
-    client = Client()
-    client.force_login(user)
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
-
-
-async def receive_until(socket: WebsocketCommunicator, last: Callable[[dict[str, Any]], bool],
-                        timeout: float = 20) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = await socket.receive_json_from(timeout=max(0.1, deadline - time.monotonic()))
-        events.append(event)
-        if last(event):
-            return events
 
 
 async def pong(socket: WebsocketCommunicator, ping_id: str) -> bool:
@@ -97,7 +78,7 @@ def test_a_send_while_redis_is_unreachable_is_kept_and_answered_once_redis_is_ba
 
 def _make_overdue(run_id: int) -> None:
     """As if the sweeper's grace period had passed since the run was queued (rather than waiting it out)."""
-    overdue = timezone.now() - timedelta(seconds=QUEUED_GRACE_SECONDS + 5)
+    overdue = timezone.now() - timedelta(seconds=float(assistant_settings.QUEUED_GRACE_SECONDS) + 5)
     AgentRun.objects.filter(pk=run_id, status=AgentRun.Status.QUEUED).update(created_at=overdue)
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, _test_database_url
-from tests.faults.stack import Socket, Valkey, Worker, free_port, tail
+from tests.conftest import PROJECT_DIR, _test_database_url, stop_every_sweeper
+from tests.faults.stack import Socket, Valkey, free_port, tail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -78,9 +78,9 @@ class Run:
 
 @pytest.fixture
 def run(tmp_path: Path) -> Iterator[Run]:
-    # The fault stack's worker sweeps the same database and could take this site's run (queued while its
-    # own worker restarts) onto the stack's broker; it is stopped (the next fault test starts it again).
-    Worker.stop_all()
+    # The other workers sweep the same database and could take this site's run (queued while its own
+    # worker restarts) onto their brokers; they are stopped (the next test that needs one starts it again).
+    stop_every_sweeper()
     valkey = Valkey(tmp_path / "valkey")
     valkey.start()
     started = Run(tmp_path, valkey)

@@ -20,8 +20,8 @@ from django.utils import timezone
 from kombu import Connection
 
 from assistant.models import AgentChat, AgentRun
-from tests.conftest import PROJECT_DIR, _test_database_url
-from tests.faults.stack import Valkey, Worker
+from tests.conftest import PROJECT_DIR, _test_database_url, stop_every_sweeper
+from tests.faults.stack import Valkey
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,9 +75,9 @@ def finish(processes: list[subprocess.Popen[str]]) -> list[int]:
 
 
 def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(alice: Any, broker: Valkey) -> None:
-    # Every live worker sweeps this database. The suite's rests during the fault suite, the fault stack's
-    # is stopped here (the next fault test starts it again): the sweeps racing below are the only ones.
-    Worker.stop_all()
+    # Every live worker sweeps this database: the suite's and the fault stack's are stopped here (the
+    # next test that needs one starts it again), so the sweeps racing below are the only ones.
+    stop_every_sweeper()
     queued_ago = timezone.now() - timedelta(seconds=10)
 
     def run(**fields: Any) -> AgentRun:

@@ -5,42 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
-from django.test import Client
 
 from assistant.events import MAX_EVENT_BYTES, MAX_EVENT_STRING_CHARS, publisher, resync_event, user_group
 from assistant.models import AgentChat, AgentMessage
-from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.sockets import connect, receive_until
 from tests.test_browser import CHROMIUM, log_in, page, site_url  # noqa: F401  (page and site_url are fixtures)
 from tracker.models import Project
 
-ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 HUGE = 2**64  # one past what msgpack packs
 
 
-def connect(user: Any) -> WebsocketCommunicator:
-    client = Client()
-    client.force_login(user)
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
-
-
-async def receive_until(socket: WebsocketCommunicator, last: Callable[[dict[str, Any]], bool],
-                        timeout: float = 20) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = await socket.receive_json_from(timeout=max(0.1, deadline - time.monotonic()))
-        events.append(event)
-        if last(event):
-            return events
 
 
 @pytest.mark.worker

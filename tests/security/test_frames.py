@@ -22,19 +22,12 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from assistant.models import AgentMessage, AgentRun
-from config.asgi import application
 from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url, stop_process, wait_for
+from tests.sockets import connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
-
-def connect(user: Any) -> WebsocketCommunicator:
-    client = Client()
-    client.force_login(user)
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
 
 
 async def pong_after(socket: WebsocketCommunicator, ping_id: str, timeout: float = 5) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from assistant.services import chat_send
 from assistant.tools import execute_tool
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.sockets import receive_until
 from tests.testapp.middleware import VERIFY_PATH
 from tests.testapp.models import Effect
 from tracker.models import Project
@@ -65,16 +66,6 @@ def socket_of(client: Client, address: str = "198.51.100.23") -> WebsocketCommun
     socket.scope["client"] = (address, 50123)
     return socket
 
-
-async def receive_until(socket: WebsocketCommunicator, last: Callable[[dict[str, Any]], bool],
-                        timeout: float = 20) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        event = await socket.receive_json_from(timeout=max(0.1, deadline - time.monotonic()))
-        events.append(event)
-        if last(event):
-            return events
 
 
 async def until_closed(socket: WebsocketCommunicator, timeout: float) -> tuple[list[dict[str, Any]], int]:
