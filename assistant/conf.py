@@ -40,6 +40,9 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_CHECK_SECONDS": 3.0,
     # Reads.
     "READ_LIMIT_MAX": 50,
+    # The /assistant/ page: None = a page of its own; {"template": "base.html", "block": "content"} = the
+    # content of that block of the host's layout.
+    "PAGE_LAYOUT": None,
     # Tools: a string argument with no declared maximum (e.g. a text area) is capped at this length.
     "MAX_ARGUMENT_CHARS": 10_000,
     # Named specs: which tools each may use ("__all__" or a list of names) and its permission profile
