@@ -249,6 +249,8 @@ ASSISTANT["PROVIDERS"] = {
         "base_url": os.environ.get("ANTHROPIC_BASE_URL") or None,
     },
 }
+# The /assistant/ page inside this site's shell (templates/base.html), as a host project would set it.
+ASSISTANT["PAGE_LAYOUT"] = {"template": "base.html", "block": "content"}
 if os.environ.get("ASSISTANT_HEALTH_TOKEN"):
     ASSISTANT["HEALTH_TOKEN"] = os.environ["ASSISTANT_HEALTH_TOKEN"]
 if os.environ.get("ASSISTANT_REQUEST_TIMEOUT_SECONDS"):

@@ -107,7 +107,7 @@ def test_a_person_asks_the_docked_assistant_and_approves_a_deletion(
     page.reload()  # the question survives a reload: it is a row, not a promise
     page.wait_for_selector(".assistant-confirm")
     assert Project.objects.filter(pk=home.pk).exists()
-    page.click(".assistant-confirm .button-primary")
+    page.click(".assistant-confirm .assistant-button-primary")
     page.wait_for_function("document.querySelector('[data-assistant-send]').textContent === 'Send'")
     page.wait_for_function("document.querySelectorAll('.assistant-message.is-assistant:not(.is-draft)').length >= 2")
     assert not Project.objects.filter(pk=home.pk).exists()

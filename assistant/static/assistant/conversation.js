@@ -159,7 +159,7 @@
     card.appendChild(el("p", null, "Allow the assistant to run " + step.tool_name + "?"));
     card.appendChild(el("pre", null, JSON.stringify(step.arguments, null, 2)));
     [["Approve", true], ["Deny", false]].forEach(function (choice) {
-      var button = el("button", choice[1] ? "button-primary" : "button-secondary", choice[0]);
+      var button = el("button", choice[1] ? "assistant-button assistant-button-primary" : "assistant-button", choice[0]);
       button.type = "button";
       button.addEventListener("click", function () {
         // The answer names the card it answers: it can never approve a question this tab did not show.

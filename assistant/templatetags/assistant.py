@@ -1,0 +1,25 @@
+"""The assistant's template tags: `{% load assistant %}` then `{% assistant_dock %}` in a base template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from assistant.context_processors import model_label
+
+register = template.Library()
+
+#: Set by the assistant's own page, which is the conversation already: the dock draws no second copy there.
+FULL_PAGE_FLAG = "assistant_full_page"
+
+
+@register.inclusion_tag("assistant/dock.html", takes_context=True)
+def assistant_dock(context: template.Context) -> dict[str, Any]:
+    """The dock with its stylesheet and scripts, for a signed-in person; nothing for anyone else (the
+    assistant's socket refuses them) and nothing on the assistant's own page. Place it anywhere in
+    <body>: the dock is fixed to the window's right edge and moves the page aside while it is open."""
+    request = context.get("request")
+    user = getattr(request, "user", None) or context.get("user")
+    show = bool(getattr(user, "is_authenticated", False)) and not context.get(FULL_PAGE_FLAG)
+    return {"show_dock": show, **(model_label() if show else {})}
