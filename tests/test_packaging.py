@@ -54,6 +54,11 @@ def _referenced_by_templates(app: str) -> tuple[set[str], set[str]]:
 def _build(tmp_path_factory: pytest.TempPathFactory, command: list[str]) -> Path:
     """Runs a build command in a copy of the checkout (a build writes build/ and *.egg-info next to the
     sources) and returns the one wheel it made."""
+    import setuptools
+
+    if tuple(int(part) for part in setuptools.__version__.split(".")[:2]) < (70, 1):
+        pytest.fail(f"setuptools {setuptools.__version__} cannot build a wheel offline; the dev dependencies "
+                    "(make install) bring setuptools>=70.1")
     source = tmp_path_factory.mktemp("checkout") / "repo"
     shutil.copytree(PROJECT_DIR, source, ignore=NOT_SOURCE)
     out = tmp_path_factory.mktemp("wheels")
