@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core.checks import ERROR, WARNING, CheckMessage, run_checks
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 from django.test import override_settings
 
 from assistant.conf import assistant_redis_url, assistant_settings
@@ -158,6 +160,23 @@ def test_the_local_embedder_without_its_weights_says_how_to_install_them(monkeyp
 @pytest.mark.django_db
 def test_pgvector_is_available_on_the_database() -> None:
     assert "assistant.E001" not in ids(databases=["default"])
+
+
+def test_a_database_that_is_not_postgresql_is_an_error_not_a_traceback(django_db_blocker: Any) -> None:
+    # A project that kept startproject's SQLite, as a second alias (an in-memory one: Django's own
+    # database checks open it).
+    sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    configured = connections.configure_settings({"default": connections.settings["default"], "kept_sqlite": sqlite})
+    connections.settings["kept_sqlite"] = configured["kept_sqlite"]
+    try:
+        with django_db_blocker.unblock():
+            message = by_id("assistant.E001", databases=["kept_sqlite"])
+        assert "sqlite" in message.msg and "django.db.backends.postgresql" in message.hint
+    finally:
+        with django_db_blocker.unblock():
+            connections["kept_sqlite"].close()
+        del connections["kept_sqlite"]
+        del connections.settings["kept_sqlite"]
 
 
 def test_a_misspelt_model_or_embedder_is_reported_at_start_up() -> None:
