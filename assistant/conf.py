@@ -13,6 +13,9 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 DEFAULTS: dict[str, Any] = {
+    # Redis for the assistant's own keys (the failover breaker, cancel flags, the sweeper's heartbeat).
+    # None: the Redis the project already uses, see `assistant_redis_url()`.
+    "REDIS_URL": None,
     # Model chain (comma-separated = failover) and embedder; see the README's "Models".
     "MODEL": "offline",
     "EMBEDDER": "local",
@@ -109,6 +112,55 @@ class AssistantSettings:
 
 
 assistant_settings = AssistantSettings()
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _redis_url_of_channel_layer() -> str | None:
+    """The first host of the default channel layer, when it is a channels_redis layer."""
+    layer = (getattr(settings, "CHANNEL_LAYERS", None) or {}).get("default") or {}
+    if not str(layer.get("BACKEND", "")).startswith("channels_redis."):
+        return None
+    hosts = (layer.get("CONFIG") or {}).get("hosts") or ["redis://localhost:6379"]  # channels_redis' default
+    first = hosts[0] if isinstance(hosts, list | tuple) else hosts
+    if isinstance(first, dict):
+        first = first.get("address")
+    if isinstance(first, list | tuple) and len(first) == 2:
+        return f"redis://{first[0]}:{first[1]}/0"
+    return first if isinstance(first, str) and first.startswith(_REDIS_SCHEMES) else None
+
+
+def _redis_url_of_celery_broker() -> str | None:
+    url = getattr(settings, "CELERY_BROKER_URL", None)
+    return url if isinstance(url, str) and url.startswith(_REDIS_SCHEMES) else None
+
+
+def assistant_redis_url() -> str:
+    """The Redis the assistant keeps its own keys in, from what the project already configures:
+
+    1. `ASSISTANT["REDIS_URL"]`, when set;
+    2. otherwise the first host of the default channel layer, when it is a channels_redis layer (a host
+       given as a dict uses its "address"; a (host, port) pair means database 0);
+    3. otherwise `CELERY_BROKER_URL`, when it is a Redis URL.
+
+    The channel layer comes before the broker because both are needed by every daphne process and every
+    worker alike, while the broker may be split off (or be RabbitMQ). Raises ImproperlyConfigured when
+    none applies; `manage.py check` reports that as assistant.E021.
+    """
+    explicit = assistant_settings.REDIS_URL
+    if explicit:
+        if not isinstance(explicit, str) or not explicit.startswith(_REDIS_SCHEMES):
+            raise ImproperlyConfigured(
+                f"ASSISTANT['REDIS_URL'] = {explicit!r} is not a redis://, rediss:// or unix:// URL."
+            )
+        return explicit
+    found = _redis_url_of_channel_layer() or _redis_url_of_celery_broker()
+    if found is None:
+        raise ImproperlyConfigured(
+            "The assistant found no Redis for its own keys: the default channel layer is not a channels_redis "
+            "layer, CELERY_BROKER_URL is not a Redis URL, and ASSISTANT['REDIS_URL'] is not set."
+        )
+    return found
 
 
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:

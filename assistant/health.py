@@ -10,18 +10,21 @@ caller at a time asks: however often the page is hit, the workers are pinged at 
 from __future__ import annotations
 
 import hmac
+import os
+import socket
 import time
 from typing import Any
 
 import redis
-from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest
 
-from assistant.conf import assistant_settings
+from assistant.conf import assistant_redis_url, assistant_settings
 
 _WORKER_CHECK_KEY = "assistant:health:worker"
+# Stamped by every worker's run sweeper on each sweep (assistant/tasks.py), read by `manage.py check`.
+SWEEPER_HEARTBEAT_KEY = "assistant:health:sweeper"
 _WORKER_CHECK_LOCK_KEY = "assistant:health:worker:asking"
 # A failed check is asked again sooner, so a worker that comes back is seen within about a second.
 _FAILED_CHECK_SECONDS = 1.0
@@ -51,7 +54,7 @@ def database_status() -> dict[str, Any]:
 
 def redis_status() -> dict[str, Any]:
     def probe() -> None:
-        client = redis.Redis.from_url(str(settings.REDIS_URL), socket_connect_timeout=1, socket_timeout=1)
+        client = redis.Redis.from_url(assistant_redis_url(), socket_connect_timeout=1, socket_timeout=1)
         try:
             client.ping()
         finally:
@@ -101,6 +104,27 @@ def _shared_worker_status() -> dict[str, Any]:
         if known is not None:
             return known
     return {"ok": False, "error": "the worker check did not finish in time"}
+
+
+def sweeper_heartbeat_seconds() -> float:
+    """How long a sweeper's heartbeat lasts: a few sweep intervals, and never under half a minute."""
+    return max(30.0, 3 * float(assistant_settings.SWEEP_INTERVAL_SECONDS))
+
+
+def record_sweeper_heartbeat() -> None:
+    """Says, for a short while, that a worker with the run sweeper attached is alive (and which)."""
+    from assistant.redis_connection import redis_client
+
+    seconds = sweeper_heartbeat_seconds()
+    redis_client().set(SWEEPER_HEARTBEAT_KEY, f"{socket.gethostname()}:{os.getpid()}", px=int(seconds * 1000))
+
+
+def sweeper_heartbeat() -> str | None:
+    """Which worker swept last, if one did within `sweeper_heartbeat_seconds()`."""
+    from assistant.redis_connection import redis_client
+
+    value = redis_client().get(SWEEPER_HEARTBEAT_KEY)
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def forget_worker_check() -> None:

@@ -17,7 +17,9 @@ def health_check(token: str) -> dict[str, Any]:
     return {"token": token, "hostname": socket.gethostname(), "pid": os.getpid()}
 
 
-@shared_task(name="assistant.run_turn", ignore_result=True)
+# Acknowledged late, and put back when its worker dies, whatever the host's Celery defaults: a run whose
+# worker was killed is delivered again at once rather than waiting for the sweeper.
+@shared_task(name="assistant.run_turn", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
 def run_turn(run_id: int, asked: dict[str, Any] | None = None) -> str:
     """One turn of the assistant. Delivered at least once: the run's lease makes extra deliveries no-ops.
     `asked` (the question and the embedder to embed it with) lets the worker start on recall at once."""
@@ -50,8 +52,13 @@ class RunSweeper(bootsteps.StartStopStep):
     def sweep(self) -> None:
         from django.db import close_old_connections
 
+        from assistant.health import record_sweeper_heartbeat
         from assistant.turn.sweeper import sweep_runs
 
+        try:
+            record_sweeper_heartbeat()
+        except Exception:  # Redis is out of reach: the sweep itself needs only the database
+            logger.warning("Could not record the sweeper's heartbeat in Redis", exc_info=True)
         try:
             sweep_runs()
         except Exception:  # the next sweep tries again; a sweep must never take the worker down
@@ -62,8 +69,9 @@ class RunSweeper(bootsteps.StartStopStep):
 
 @worker_init.connect
 def _add_run_sweeper(sender: Any, **kwargs: Any) -> None:
-    # Whatever app the host's worker runs (no import of the host's Celery app): the worker's steps are
-    # read right after this signal.
+    # Whatever app the host's worker runs (no import of the host's Celery app): the worker imports its
+    # tasks (autodiscover_tasks() finds this module) before it sends this signal, and reads its steps
+    # right after it.
     sender.app.steps["worker"].add(RunSweeper)
 
 

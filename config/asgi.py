@@ -1,5 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels with session auth and an
-Origin check against ALLOWED_HOSTS."""
+"""ASGI entry point: HTTP through Django, the assistant's websocket through `assistant.asgi.with_assistant`
+(session auth and an Origin check against ALLOWED_HOSTS), exactly as a host project wires it."""
 
 from __future__ import annotations
 
@@ -7,18 +7,8 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from assistant.asgi import with_assistant
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
-
-from assistant.routing import websocket_urlpatterns  # noqa: E402
-
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
-)
+application = with_assistant(get_asgi_application())

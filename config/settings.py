@@ -64,6 +64,8 @@ ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserve
 CSRF_TRUSTED_ORIGINS = _env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 _embedded = _embedded_services()
+# The site's own name for its Redis, used below for the cache, the channel layer and Celery. The assistant
+# does not read it: it finds its Redis through the channel layer (see assistant/conf.py), as in any project.
 DATABASE_URL = os.environ.get("DATABASE_URL") or _embedded.get("DATABASE_URL")
 REDIS_URL = os.environ.get("REDIS_URL") or _embedded.get("REDIS_URL")
 if not DATABASE_URL:
@@ -173,8 +175,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", 
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "210"))
 if CELERY_BROKER_URL.partition("://")[0] in {"redis", "rediss"}:
     # kombu's Redis transport, except that a channel can still reach Redis after Celery detached it
-    # from its connection; without that, a broker restart during a run kills the worker (config/broker.py).
-    CELERY_BROKER_TRANSPORT = "config.broker.Transport"
+    # from its connection; without that, a broker restart during a run kills the worker (assistant/broker.py).
+    CELERY_BROKER_TRANSPORT = "assistant.broker.Transport"
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "600")),
 }

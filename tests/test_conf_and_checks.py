@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import pytest
-from django.core.checks import run_checks
+from django.conf import settings
+from django.core.checks import ERROR, WARNING, CheckMessage, run_checks
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 from django.test import override_settings
 
-from assistant.conf import assistant_settings
+from assistant.conf import assistant_redis_url, assistant_settings
 
 
 def test_defaults_and_overrides() -> None:
@@ -27,23 +32,151 @@ def ids(**kwargs: object) -> set[str]:
     return {message.id for message in run_checks(**kwargs) if message.id}
 
 
-def test_in_memory_channel_layer_outside_debug_is_an_error() -> None:
+def by_id(check_id: str, **kwargs: object) -> CheckMessage:
+    """The one message `check_id` among what `manage.py check` would print; fails when absent."""
+    found = [message for message in run_checks(**kwargs) if message.id == check_id]
+    assert len(found) == 1, f"{check_id} not reported; got {[m.id for m in run_checks(**kwargs)]}"
+    assert found[0].hint, f"{check_id} says what is wrong but not how to fix it"
+    return found[0]
+
+
+REDIS_LAYER = "channels_redis.pubsub.RedisPubSubChannelLayer"
+
+
+def test_in_memory_channel_layer_is_an_error_even_under_debug() -> None:
+    # The worker is another process: an in-memory layer drops every step it sends, DEBUG or not.
     layer = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    with override_settings(CHANNEL_LAYERS=layer, DEBUG=False):
-        assert "assistant.E002" in ids()
-    with override_settings(CHANNEL_LAYERS=layer, DEBUG=True):
-        assert "assistant.E002" not in ids()
+    for debug in (False, True):
+        with override_settings(CHANNEL_LAYERS=layer, DEBUG=debug):
+            message = by_id("assistant.E002")
+            assert message.level == ERROR
+            assert "channels_redis" in message.hint
+
+
+def test_no_channel_layer_at_all_is_a_check_message_not_a_traceback() -> None:
+    with override_settings():
+        del settings.CHANNEL_LAYERS
+        message = by_id("assistant.E020")
+        assert "CHANNEL_LAYERS" in message.msg
+        assert REDIS_LAYER in message.hint
+    with override_settings(CHANNEL_LAYERS={}):
+        assert by_id("assistant.E020").level == ERROR
+
+
+def test_a_channel_layer_that_is_not_redis_is_a_warning() -> None:
+    layer = {"default": {"BACKEND": "some_package.layers.PostgresChannelLayer"}}
+    with override_settings(CHANNEL_LAYERS=layer):
+        message = by_id("assistant.W020")
+        assert message.level == WARNING
+        assert "some_package.layers.PostgresChannelLayer" in message.msg
+
+
+def test_the_redis_url_comes_from_the_channel_layer_then_the_broker_then_one_assistant_key() -> None:
+    layer = {"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": ["redis://layer.example:6379/3"]}}}
+    other = {"default": {"BACKEND": "some_package.layers.OtherLayer"}}
+    # A top-level REDIS_URL is the site's own variable: the assistant does not read it.
+    with override_settings(CHANNEL_LAYERS=layer, CELERY_BROKER_URL="redis://broker.example/1",
+                           REDIS_URL="redis://ignored.example/9"):
+        assert assistant_redis_url() == "redis://layer.example:6379/3"
+        with override_settings(ASSISTANT={"REDIS_URL": "redis://own.example/2"}):
+            assert assistant_redis_url() == "redis://own.example/2"
+    with override_settings(CHANNEL_LAYERS=other, CELERY_BROKER_URL="redis://broker.example/1"):
+        assert assistant_redis_url() == "redis://broker.example/1"
+    # The forms channels_redis accepts for a host: a dict with an address, a (host, port) pair.
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": {
+            "hosts": [{"address": "rediss://secure.example:6380/0", "retry_on_error": []}]}}}):
+        assert assistant_redis_url() == "rediss://secure.example:6380/0"
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": {
+            "hosts": [("pair.example", 6390)]}}}):
+        assert assistant_redis_url() == "redis://pair.example:6390/0"
+
+
+def test_no_redis_anywhere_is_an_error_that_names_the_three_places() -> None:
+    other = {"default": {"BACKEND": "some_package.layers.OtherLayer"}}
+    with override_settings(CHANNEL_LAYERS=other, CELERY_BROKER_URL="amqp://guest@rabbit//"):
+        with pytest.raises(ImproperlyConfigured, match="REDIS_URL"):
+            assistant_redis_url()
+        message = by_id("assistant.E021")
+        assert "ASSISTANT" in message.hint and "REDIS_URL" in message.hint
+        # Nothing to reach, so no "unreachable" on top of it.
+        assert "assistant.E003" not in ids()
 
 
 def test_unreachable_redis_is_an_error() -> None:
     assert "assistant.E003" not in ids()
-    with override_settings(REDIS_URL="redis://127.0.0.1:1/0"):
-        assert "assistant.E003" in ids()
+    with override_settings(ASSISTANT={"REDIS_URL": "redis://127.0.0.1:1/0"}):
+        assert "127.0.0.1:1" in by_id("assistant.E003").msg
+
+
+def test_no_celery_broker_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)
+    with override_settings():
+        del settings.CELERY_BROKER_URL
+        message = by_id("assistant.E022")
+        assert "CELERY_BROKER_URL" in message.hint and "celery -A" in message.hint
+
+
+def test_a_redis_broker_without_the_assistants_transport_is_a_warning() -> None:
+    assert "assistant.W023" not in ids()
+    with override_settings(CELERY_BROKER_TRANSPORT=None):
+        assert "assistant.broker.Transport" in by_id("assistant.W023").hint
+
+
+def test_daphne_missing_or_after_staticfiles_under_debug_is_an_error() -> None:
+    apps = [app for app in settings.INSTALLED_APPS if app != "daphne"]
+    with override_settings(DEBUG=True, INSTALLED_APPS=apps):
+        message = by_id("assistant.E024")
+        assert "runserver" in message.msg and '"daphne"' in message.hint
+    with override_settings(DEBUG=True, INSTALLED_APPS=[*apps, "daphne"]):
+        assert "django.contrib.staticfiles" in by_id("assistant.E024").msg
+    with override_settings(DEBUG=False, INSTALLED_APPS=apps):
+        assert "assistant.E024" not in ids()  # production runs daphne itself, not runserver
+    assert "assistant.E024" not in ids()
+
+
+def test_no_asgi_application_under_debug_is_an_error() -> None:
+    with override_settings(DEBUG=True):
+        assert "assistant.E025" not in ids()
+        del settings.ASGI_APPLICATION
+        assert "ASGI_APPLICATION" in by_id("assistant.E025").hint
+
+
+def test_channels_missing_from_installed_apps_is_a_warning() -> None:
+    apps = [app for app in settings.INSTALLED_APPS if app != "channels"]
+    with override_settings(INSTALLED_APPS=apps):
+        assert '"channels"' in by_id("assistant.W021").hint
+
+
+def test_the_local_embedder_without_its_weights_says_how_to_install_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assistant.embeddings.minilm import INSTALL_HINT, WEIGHTS_PACKAGE
+
+    assert "assistant.E005" not in ids()
+    # The weights package is not importable, as on a machine where it was never installed.
+    monkeypatch.setitem(sys.modules, WEIGHTS_PACKAGE, None)
+    message = by_id("assistant.E005")
+    assert INSTALL_HINT in message.hint
 
 
 @pytest.mark.django_db
 def test_pgvector_is_available_on_the_database() -> None:
     assert "assistant.E001" not in ids(databases=["default"])
+
+
+def test_a_database_that_is_not_postgresql_is_an_error_not_a_traceback(django_db_blocker: Any) -> None:
+    # A project that kept startproject's SQLite, as a second alias (an in-memory one: Django's own
+    # database checks open it).
+    sqlite = {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}
+    configured = connections.configure_settings({"default": connections.settings["default"], "kept_sqlite": sqlite})
+    connections.settings["kept_sqlite"] = configured["kept_sqlite"]
+    try:
+        with django_db_blocker.unblock():
+            message = by_id("assistant.E001", databases=["kept_sqlite"])
+        assert "sqlite" in message.msg and "django.db.backends.postgresql" in message.hint
+    finally:
+        with django_db_blocker.unblock():
+            connections["kept_sqlite"].close()
+        del connections["kept_sqlite"]
+        del connections.settings["kept_sqlite"]
 
 
 def test_a_misspelt_model_or_embedder_is_reported_at_start_up() -> None:

@@ -55,7 +55,9 @@ def test_a_turn_with_three_tool_calls(alice: Any, celery_worker: WorkerProcess, 
     assert list(AgentMessage.objects.filter(chat=run.chat).values_list("role", "content")) == [
         ("user", "do three things"), ("assistant", run.reply)
     ]
-    profile = AgentProfile.objects.get(owner=alice, spec_name="default")
+    # The registry entry is written just after the run is finished (the reply leaves first).
+    profile = wait_for(lambda: AgentProfile.objects.filter(owner=alice, spec_name="default").first(),
+                       what="the run's registry entry")
     assert profile.invocations == 1
     assert profile.window[0]["status"] == "success"
     assert profile.window[0]["tools_used"] == ["test_record_effect", "tracker_task_create", "tracker_task_list"]

@@ -1,4 +1,8 @@
-"""The Redis broker transport the site's Celery app uses (`CELERY_BROKER_TRANSPORT` in config/settings.py).
+"""A Redis broker transport for the Celery workers that run the assistant's turns.
+
+A project whose Celery broker is Redis sets, beside its `CELERY_BROKER_URL`:
+
+    CELERY_BROKER_TRANSPORT = "assistant.broker.Transport"
 
 It is kombu's Redis transport with one difference: a channel keeps the parameters it was opened with,
 so it can still reach the broker after Celery has detached it from its connection.
