@@ -168,6 +168,29 @@ def test_a_page_with_fields_but_no_object_in_its_context_says_what_is_missing(
     assert list(checks) == ["assistant.W015"]
 
 
+def test_a_paginated_list_says_it_shows_only_part_of_the_rows(alice: Any) -> None:
+    for label in ("one", "two", "three"):
+        Effect.objects.create(owner=alice, label=label)
+
+    with declared(views.EffectListView, "test_effect_list", fields=["label"]):
+        outcome = execute_tool(alice, "test_effect_list", {})
+
+    assert outcome.status == "data", outcome
+    # The view shows two a page: the model must not take the first page for all there is.
+    assert outcome.data == {"results": [{"label": "one"}, {"label": "two"}], "truncated": True}
+
+
+def test_a_json_media_type_other_than_application_json_is_read_as_json(
+    alice: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+
+    outcome = execute_tool(alice, "test_problem_json", {})
+
+    assert (outcome.status, outcome.data) == ("data", {"title": "Out of stock", "status": 200}), outcome
+    assert _warnings(caplog) == []
+
+
 # --- writes -------------------------------------------------------------------------------------
 
 

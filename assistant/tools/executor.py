@@ -208,7 +208,10 @@ def _read_answer(definition: ViewTool, request: HttpRequest, response: HttpRespo
             limit = assistant_settings.READ_LIMIT_MAX
             objects = list(context["object_list"][: limit + 1])
             rows = [_declared_fields(obj, fields, missing) for obj in objects[:limit]]
-            data: dict[str, Any] = {"results": rows, "truncated": len(objects) > limit}
+            # A paginated view's object_list is one page of it: more pages are rows the model did not get.
+            page = context.get("page_obj")
+            more_pages = bool(page is not None and callable(getattr(page, "has_next", None)) and page.has_next())
+            data: dict[str, Any] = {"results": rows, "truncated": len(objects) > limit or more_pages}
         else:
             data = _declared_fields(context["object"], fields, missing)
         if not missing:
@@ -225,6 +228,12 @@ def _read_answer(definition: ViewTool, request: HttpRequest, response: HttpRespo
                     "readable(Model, fields=..., scope=...) read instead")
     messages = _messages(request)
     return ToolOutcome(name, "error", reason=UNREADABLE_PAGE, data={"messages": messages} if messages else None)
+
+
+def _is_json(response: HttpResponse) -> bool:
+    """application/json, or any structured `+json` type (application/problem+json, application/ld+json...)."""
+    media_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
 
 
 def _interpret(definition: ViewTool, request: HttpRequest, response: HttpResponse) -> ToolOutcome:
@@ -246,7 +255,7 @@ def _interpret(definition: ViewTool, request: HttpRequest, response: HttpRespons
         return ToolOutcome(name, "error", reason=f"the view answered {code}")
     if code >= 400:
         return ToolOutcome(name, "invalid", reason=f"the view rejected the request ({code})")
-    if response.get("Content-Type", "").startswith("application/json"):
+    if _is_json(response):
         payload = json.loads(response.content or b"null")
         return ToolOutcome(name, "done" if writes else "data", writes, data=payload)
     if not writes:

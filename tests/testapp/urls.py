@@ -25,4 +25,6 @@ urlpatterns = [
     path("note-page/save/", views.note_page_save, name="test-note-page-save"),
     path("effects/<int:pk>/", views.EffectDetailView.as_view(), name="test-effect-detail"),
     path("notes/", views.NotesView.as_view(), name="test-notes"),
+    path("effects/", views.EffectListView.as_view(), name="test-effect-list"),
+    path("problem-json/", views.problem_json, name="test-problem-json"),
 ]

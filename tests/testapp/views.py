@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
-from django.views.generic import DetailView, TemplateView
+from django.views.generic import DetailView, ListView, TemplateView
 
 from assistant.tools import tool
 from tests.testapp.models import Effect
@@ -166,3 +166,18 @@ class EffectDetailView(LoginRequiredMixin, DetailView):
 
 class NotesView(LoginRequiredMixin, TemplateView):
     template_name = "testapp/notes.html"
+
+
+class EffectListView(LoginRequiredMixin, ListView):
+    template_name = "testapp/notes.html"
+    paginate_by = 2
+
+    def get_queryset(self) -> QuerySet[Effect]:
+        return Effect.objects.filter(owner=self.request.user).order_by("pk")
+
+
+@tool(name="test_problem_json", description="Test suite: answer with an RFC 9457 problem document.")
+@login_required
+@require_GET
+def problem_json(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"title": "Out of stock", "status": 200}, content_type="application/problem+json")
