@@ -19,6 +19,7 @@ from django.core.checks import CheckMessage
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET
 from django.views.generic import DetailView, ListView
 
@@ -274,17 +275,46 @@ def _renders_or_redirects(request: HttpRequest) -> HttpResponse:
     return render(request, "testapp/notes.html")
 
 
+@require_GET
+def _template_with_the_object(request: HttpRequest) -> HttpResponse:
+    return TemplateResponse(request, "testapp/effect_detail.html", {"object": Effect.objects.first()})
+
+
+@require_GET
+def _template_naming_it_otherwise(request: HttpRequest) -> HttpResponse:
+    return TemplateResponse(request, "testapp/effect_detail.html", {"effect": Effect.objects.first()})
+
+
+@require_GET
+def _template_with_a_context_built_elsewhere(request: HttpRequest) -> HttpResponse:
+    context = {"object": Effect.objects.first()}
+    return TemplateResponse(request, "testapp/effect_detail.html", context)
+
+
+@require_GET
+def _answers_with_a_json_header(request: HttpRequest) -> HttpResponse:
+    return HttpResponse("{}", headers={"Content-Type": "application/json"})
+
+
 @pytest.mark.parametrize(
-    ("view", "expected"),
+    ("view", "fields", "expected"),
     [
-        (_answers_through_a_helper, set()),
-        (_under_an_unknown_decorator, set()),
-        (_renders_json_from_a_template, set()),
-        (_renders_or_redirects, {"assistant.W015"}),
+        (_answers_through_a_helper, None, set()),
+        (_under_an_unknown_decorator, None, set()),
+        (_renders_json_from_a_template, None, set()),
+        (_answers_with_a_json_header, None, set()),
+        (_renders_or_redirects, None, {"assistant.W015"}),
+        (_renders_or_redirects, ["label"], {"assistant.W015"}),
+        (_template_with_the_object, None, {"assistant.W015"}),
+        (_template_with_the_object, ["label"], set()),
+        (_template_naming_it_otherwise, ["label"], {"assistant.W015"}),
+        (_template_with_a_context_built_elsewhere, ["label"], set()),
     ],
 )
-def test_the_read_check_fires_only_where_every_answer_is_a_plain_page(view: Any, expected: set[str]) -> None:
-    with declared(view, "test_page_probe"):
+def test_the_read_check_fires_only_where_no_answer_can_be_read(
+    view: Any, fields: list[str] | None, expected: set[str]
+) -> None:
+    with declared(view, "test_page_probe", fields=fields):
         assert set(_page_checks("test_page_probe")) == expected
 
 

@@ -41,7 +41,7 @@ FIELDS_FIX = "declare @tool(fields=[...]) with the fields the assistant may see"
 
 _DJANGO_DIR = str(Path(django.__file__).resolve().parent) + os.sep
 
-PAGE, REDIRECT, OTHER = "page", "redirect", "other"
+PAGE, UNREAD_TEMPLATE, REDIRECT, OTHER = "page", "unread template", "redirect", "other"
 _REDIRECTS: tuple[Any, ...] = (redirect, HttpResponseRedirect, HttpResponsePermanentRedirect)
 
 
@@ -87,25 +87,44 @@ def _resolve(expression: ast.expr, function: Any) -> Any:
     return None
 
 
-def _answer_kind(value: ast.expr | None, function: Any) -> str:
-    """PAGE for `render(...)` or `HttpResponse(content)` as written (no content type, no status), REDIRECT
-    for `redirect(...)` and the redirect responses, OTHER for anything this cannot prove."""
+def _template_context(call: ast.Call) -> ast.expr | None:
+    """The context argument of `TemplateResponse(request, template, context, ...)`, if given."""
+    if len(call.args) >= 3:
+        return call.args[2]
+    return next((keyword.value for keyword in call.keywords if keyword.arg == "context"), None)
+
+
+def _answer_kind(value: ast.expr | None, function: Any, fields: list[str] | None) -> str:
+    """How one `return` answers, where it is certain: PAGE for `render(...)` or `HttpResponse(content)`
+    as written (no content type, status or headers), UNREAD_TEMPLATE for a `TemplateResponse` whose
+    objects the executor will not read (no fields=, or a literal context without 'object'/'object_list'),
+    REDIRECT for `redirect(...)` and the redirect responses; OTHER for anything this cannot prove."""
     if not isinstance(value, ast.Call):
         return OTHER
     target = _resolve(value.func, function)
     keywords = {keyword.arg for keyword in value.keywords}
-    starred = None in keywords or any(isinstance(arg, ast.Starred) for arg in value.args)
+    if None in keywords or any(isinstance(arg, ast.Starred) for arg in value.args):
+        return OTHER
     if any(target is candidate for candidate in _REDIRECTS):
         return REDIRECT
-    if target is render and not starred and not keywords & {"content_type", "status"} and len(value.args) <= 3:
+    if target is render and not keywords & {"content_type", "status"} and len(value.args) <= 3:
         return PAGE
-    if target is HttpResponse and not starred and not keywords & {"content_type", "status"} \
-            and len(value.args) == 1 and not keywords - {"headers", "charset"}:
+    if target is HttpResponse and len(value.args) == 1 and not keywords - {"charset"}:
         return PAGE
+    if target is TemplateResponse and not keywords & {"content_type", "status"} and len(value.args) <= 3:
+        if fields is None:
+            return UNREAD_TEMPLATE
+        context = _template_context(value)
+        if context is None or (isinstance(context, ast.Constant) and context.value is None):
+            return UNREAD_TEMPLATE
+        if isinstance(context, ast.Dict) and all(
+            isinstance(key, ast.Constant) and isinstance(key.value, str) for key in context.keys
+        ) and not {key.value for key in context.keys if isinstance(key, ast.Constant)} & {"object", "object_list"}:
+            return UNREAD_TEMPLATE
     return OTHER
 
 
-def answer_kinds(view: Any) -> list[str] | None:
+def answer_kinds(view: Any, fields: list[str] | None) -> list[str] | None:
     """How each `return` of a function view (or a class view's handler method) answers, or None when
     its source cannot be read or something between the caller and it is not Django's own."""
     function = _own_function(view)
@@ -118,7 +137,18 @@ def answer_kinds(view: Any) -> list[str] | None:
     node = tree.body[0] if tree.body else None
     if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return None
-    return [_answer_kind(ret.value, function) for ret in _own_returns(node)] or None
+    return [_answer_kind(ret.value, function, fields) for ret in _own_returns(node)] or None
+
+
+def _never_read(kinds: list[str] | None, where: str) -> tuple[str, str] | None:
+    """(why, fix) when every answer is one the executor cannot read (or a redirect), at least one not."""
+    if not kinds or not set(kinds) <= {PAGE, UNREAD_TEMPLATE, REDIRECT} or set(kinds) == {REDIRECT}:
+        return None
+    shown = [text for kind, text in ((PAGE, "a plain rendered page (render() or an HttpResponse)"),
+                                     (UNREAD_TEMPLATE, "a TemplateResponse with no 'object' or 'object_list' "
+                                      "read through fields="),
+                                     (REDIRECT, "a redirect")) if kind in kinds]
+    return f"every answer {where} is {' or '.join(shown)}", READ_FIX
 
 
 def _owner(view_class: type, attribute: str) -> type | None:
@@ -133,20 +163,12 @@ def _djangos_own(view_class: type, attribute: str) -> bool:
 
 def unreadable_read(definition: ViewTool) -> tuple[str, str] | None:
     """(why, fix) when a read (GET) tool's answer can never be read, and that is certain; otherwise None."""
-    view = definition.view
+    view, fields = definition.view, definition.fields
     if not definition.is_class_view:
-        kinds = answer_kinds(view)
-        if kinds and PAGE in kinds and set(kinds) <= {PAGE, REDIRECT}:
-            return ("every answer it gives is a plain rendered page (render() or an HttpResponse) or a redirect",
-                    READ_FIX)
-        return None
+        return _never_read(answer_kinds(view, fields), "it gives")
     if not _djangos_own(view, "get"):
         handler = vars(_owner(view, "get") or object).get("get")
-        kinds = answer_kinds(handler) if handler is not None else None
-        if kinds and PAGE in kinds and set(kinds) <= {PAGE, REDIRECT}:
-            return (f"{view.__name__}.get() answers only with a plain rendered page (render() or an HttpResponse) "
-                    "or a redirect"), READ_FIX
-        return None
+        return _never_read(answer_kinds(handler, fields), f"{view.__name__}.get() gives") if handler else None
     display = issubclass(view, BaseListView | BaseDetailView | TemplateView)
     template_response = _djangos_own(view, "render_to_response") and issubclass(
         getattr(view, "response_class", object), TemplateResponse)
@@ -171,7 +193,7 @@ def unreadable_write(definition: ViewTool) -> str | None:
         view = vars(_owner(view, "post") or object).get("post")
         if view is None:
             return None
-    kinds = answer_kinds(view)
+    kinds = answer_kinds(view, None)
     if kinds and set(kinds) == {PAGE}:
         return "every answer it gives is a plain rendered page (render() or an HttpResponse), never a redirect"
     return None
