@@ -20,8 +20,8 @@ from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.response import TemplateResponse
-from django.views.decorators.http import require_GET
-from django.views.generic import DetailView, ListView
+from django.views.decorators.http import require_GET, require_POST
+from django.views.generic import DetailView, ListView, View
 
 from assistant.models import AgentStep
 from assistant.services import chat_send
@@ -56,6 +56,8 @@ def _text(message: CheckMessage) -> str:
 
 @contextmanager
 def declared(view: Any, name: str, **options: Any) -> Iterator[None]:
+    """Declare `view` a tool for the block. Never pass a view the suite declares itself: @tool marks
+    the view, and the mark would stay after the block."""
     with register_temporarily():
         tool(name=name, description="Test suite: a tool declared by tests/test_tools_pages.py.", **options)(view)
         yield
@@ -344,3 +346,33 @@ def test_in_a_run_the_model_hears_the_page_could_not_be_read_and_nothing_was_kep
     assert "nothing was kept" in write.result["reason"]
     assert run.tool_errors == 2
     assert not Effect.objects.exists()
+
+
+class _PostsAPage(View):
+    def post(self, request: HttpRequest) -> HttpResponse:
+        return render(request, "testapp/notes.html")
+
+
+@require_POST
+def _renders_on_errors_redirects_on_success(request: HttpRequest) -> HttpResponse:
+    if not request.POST.get("label"):
+        return render(request, "testapp/notes.html")
+    return redirect("/")
+
+
+@require_POST
+def _answers_json(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"recorded": True})
+
+
+@pytest.mark.parametrize(
+    ("view", "expected"),
+    [
+        (_PostsAPage, {"assistant.W016"}),
+        (_renders_on_errors_redirects_on_success, set()),
+        (_answers_json, set()),
+    ],
+)
+def test_the_write_check_fires_only_where_no_answer_is_a_redirect(view: Any, expected: set[str]) -> None:
+    with declared(view, "test_write_probe", method="POST"):
+        assert set(_page_checks("test_write_probe")) == expected

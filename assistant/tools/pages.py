@@ -35,7 +35,8 @@ READ_FIX = ("return a TemplateResponse (or a ListView/DetailView) with the objec
             "or 'object_list' and declare @tool(fields=[...]) with the fields the assistant may see, return a "
             "JsonResponse, or declare a readable(Model, fields=..., scope=...) read instead")
 WRITE_FIX = ("redirect after success (messages added with django.contrib.messages travel with it), return a "
-             "TemplateResponse with the bound form when it has errors (they reach the model by field), or "
+             "TemplateResponse with the bound form in its context as 'form' when it has errors (they reach the "
+             "model by field), or "
              "return a JsonResponse")
 FIELDS_FIX = "declare @tool(fields=[...]) with the fields the assistant may see"
 
