@@ -8,12 +8,46 @@ from django.core.checks import CheckMessage, Error, Info, Warning, register
 from django.core.exceptions import FieldDoesNotExist
 
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
+from assistant.tools.pages import WRITE_FIX, missing_fields, unreadable_read, unreadable_write
 from assistant.tools.reads import model_field
 from assistant.tools.registry import _where, registry
 
 
-def _view_messages(definition: ViewTool) -> list[CheckMessage]:
+def _answer_messages(definition: ViewTool) -> list[CheckMessage]:
+    """A tool whose view's answer can never be read (proved from the view, never guessed: see tools/pages.py)."""
     messages: list[CheckMessage] = []
+    if definition.kind == "read":
+        unreadable = unreadable_read(definition)
+        if unreadable is not None:
+            why, fix = unreadable
+            messages.append(Warning(
+                f"Read tool {definition.name!r} can never give the model an answer: {why}. The model is told it "
+                "got nothing it can read.",
+                hint=f"To fix: {fix}.",
+                obj=_where(definition), id="assistant.W015",
+            ))
+    else:
+        why = unreadable_write(definition)
+        if why is not None:
+            messages.append(Warning(
+                f"Write tool {definition.name!r} can never take effect: {why}. Without a redirect nothing tells "
+                "whether it worked, so every call is rolled back and the model is told so.",
+                hint=f"To fix: {WRITE_FIX}.", obj=_where(definition), id="assistant.W016",
+            ))
+    missing = missing_fields(definition)
+    if missing:
+        label = definition.model._meta.label if definition.model is not None else "its model"
+        messages.append(Error(
+            f"Tool {definition.name!r} declares fields= that {label} does not have: "
+            f"{', '.join(repr(name) for name in missing)}.",
+            hint="Name fields of the model (or its properties), following relations with '__'.",
+            obj=_where(definition), id="assistant.E016",
+        ))
+    return messages
+
+
+def _view_messages(definition: ViewTool) -> list[CheckMessage]:
+    messages = _answer_messages(definition)
     binding = registry.binding(definition)
     if binding is None:
         messages.append(Error(

@@ -207,8 +207,9 @@ def tool(
     A tool is a read (GET) only when `method="GET"` says so or the view proves it: a function view
     that accepts only safe methods (`require_GET`, `require_safe`), or a ListView, DetailView or
     TemplateView whose GET handler is Django's own. Anything else is a write (POST). `fields` lists
-    the object fields a list/detail view hands back. Keyword-only typed parameters of a function view
-    become arguments too.
+    the object fields a list/detail view (any TemplateResponse with `object` or `object_list` in its
+    context) hands back; without it, or from a plain `render()`, the page cannot be read and the model
+    is told so. Keyword-only typed parameters of a function view become arguments too.
     """
 
     def decorate(view: Any) -> Any:

@@ -3,9 +3,11 @@ middleware, made with the session the person's message came from (assistant/tool
 site's gates, the view's decorators and its own queryset scoping decide, as in the browser.
 
 Nothing here is reachable over HTTP: the only way in is a Python call from the run loop. The outcome
-is read from the response (redirect, form errors, 403, 404, JSON, the objects of a list/detail view)
-and never raises: a crashing view becomes an `error` outcome and its writes are rolled back. A call
-whose session has ended never reaches the view: its outcome says so (`session_ended`).
+is read from the response (redirect, form errors, 403, 404, JSON, the declared fields of the objects of
+a list/detail view); a page it cannot read is an `error` that says so, with a logged warning naming the
+view and the fix, never an empty answer. It never raises: a crashing view becomes an `error` outcome
+and its writes are rolled back. A call whose session has ended never reaches the view: its outcome says
+so (`session_ended`).
 """
 
 from __future__ import annotations
@@ -16,13 +18,20 @@ import json
 import logging
 import typing
 import uuid
+from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
-from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation, ValidationError
+from django.core.exceptions import (
+    BadRequest,
+    ObjectDoesNotExist,
+    PermissionDenied,
+    SuspiciousOperation,
+    ValidationError,
+)
 from django.db import models, transaction
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import resolve_url
@@ -32,8 +41,9 @@ from assistant.authority import SentFrom
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import parameters_of, refusal, resolve_scope
+from assistant.tools.pages import FIELDS_FIX, READ_FIX, WRITE_FIX
 from assistant.tools.reads import jsonable, run_read
-from assistant.tools.registry import Binding, own_match, registry
+from assistant.tools.registry import Binding, _where, own_match, registry
 from assistant.tools.request import ToolCallState, acts_as_person, build_request, send
 from assistant.tools.validation import validate_arguments
 
@@ -126,18 +136,104 @@ def _jsonable(value: Any) -> Any:
     return jsonable(value)
 
 
-def _declared_fields(obj: Any, names: list[str]) -> dict[str, Any]:
+class _Missing(Exception):
+    """A declared field the object does not have (a misspelling, or a name of another model)."""
+
+
+def _field_value(obj: Any, name: str) -> Any:
+    value = obj
+    for part in name.split("__"):
+        if value is None:
+            return None  # an empty relation on the way: the field is there, its value is None
+        if isinstance(value, Mapping):  # a row of .values()
+            if part not in value:
+                raise _Missing(name)
+            value = value[part]
+            continue
+        try:
+            value = getattr(value, part)
+        except ObjectDoesNotExist:  # an empty one-to-one relation: there, and empty
+            return None
+        except AttributeError:
+            raise _Missing(name) from None
+    return value
+
+
+def _declared_fields(obj: Any, names: list[str], missing: set[str]) -> dict[str, Any]:
+    """The declared fields of one object; names it does not have are added to `missing`."""
     row: dict[str, Any] = {}
     for name in names:
-        value = obj
-        for part in name.split("__"):
-            value = getattr(value, part, None) if value is not None else None
-        row[name] = _jsonable(value)
+        try:
+            row[name] = _jsonable(_field_value(obj, name))
+        except _Missing:
+            missing.add(name)
     return row
 
 
 def _form_errors(form: Any) -> dict[str, list[str]]:
     return {name: [item["message"] for item in items] for name, items in form.errors.get_json_data().items()}
+
+
+# What the model hears when a view's answer holds nothing it can read. The fix is the developer's, so it
+# goes to the log (see _unreadable); the model only needs to know it got nothing and that retrying is futile.
+UNREADABLE_PAGE = ("the view answered with a page meant for a browser, which cannot be read as data, so this tool "
+                   "gave no answer; calling it again will not help")
+UNREADABLE_WRITE = ("the view answered with a page instead of redirecting, so whether it worked (or why not) cannot "
+                    "be told; nothing was kept (any change it made was undone)")
+
+
+def _unreadable(definition: ViewTool, why: str, fix: str) -> None:
+    """Tell the developer, in the log, which view gave the model nothing and how to fix it."""
+    logger.warning("Assistant tool %r (view %s): %s, so the model was told it got no answer. To fix: %s.",
+                   definition.name, _where(definition), why, fix)
+
+
+def _read_answer(definition: ViewTool, request: HttpRequest, response: HttpResponse) -> ToolOutcome:
+    """A read view's page: the declared fields of the object(s) in its context, or a clear "unreadable"."""
+    name, fields = definition.name, definition.fields
+    context = getattr(response, "context_data", None)
+    if response.status_code == 204 or (context is None and not response.streaming and not response.content):
+        return ToolOutcome(name, "data", data={"messages": _messages(request)})  # nothing to show, said plainly
+    if context is None:
+        _unreadable(definition, f"its GET answered {response.status_code} with a plain rendered page (render() or "
+                    "an HttpResponse), which has no context to read", READ_FIX)
+    elif fields is None:
+        has = [key for key in ("object_list", "object") if context.get(key) is not None]
+        shown = f"its page's context has {' and '.join(repr(k) for k in has)} but " if has else ""
+        _unreadable(definition, f"{shown}@tool declares no fields=, so nothing on the page may be shown",
+                    FIELDS_FIX if has else READ_FIX)
+    elif "object_list" in context or context.get("object") is not None:
+        missing: set[str] = set()
+        if "object_list" in context:
+            limit = assistant_settings.READ_LIMIT_MAX
+            objects = list(context["object_list"][: limit + 1])
+            rows = [_declared_fields(obj, fields, missing) for obj in objects[:limit]]
+            # A paginated view's object_list is one page of it: more pages are rows the model did not get.
+            page = context.get("page_obj")
+            more_pages = bool(page is not None and callable(getattr(page, "has_next", None)) and page.has_next())
+            data: dict[str, Any] = {"results": rows, "truncated": len(objects) > limit or more_pages}
+        else:
+            data = _declared_fields(context["object"], fields, missing)
+        if not missing:
+            return ToolOutcome(name, "data", data=data)
+        named = ", ".join(repr(n) for n in sorted(missing))
+        _unreadable(definition, f"fields= names {named}, which its page's object does not have",
+                    "name fields of the object's model (following relations with '__') in @tool(fields=[...])")
+        return ToolOutcome(name, "error", reason=f"this tool is set up to show field(s) {named} that the page's "
+                           "object does not have, so it gave no answer; calling it again will not help")
+    else:
+        _unreadable(definition, "its page's context has neither 'object' nor 'object_list', so the declared "
+                    "fields= have nothing to be read from", "put the object(s) in the context as 'object' or "
+                    "'object_list' (a DetailView or ListView does), return a JsonResponse, or declare a "
+                    "readable(Model, fields=..., scope=...) read instead")
+    messages = _messages(request)
+    return ToolOutcome(name, "error", reason=UNREADABLE_PAGE, data={"messages": messages} if messages else None)
+
+
+def _is_json(response: HttpResponse) -> bool:
+    """application/json, or any structured `+json` type (application/problem+json, application/ld+json...)."""
+    media_type = response.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
 
 
 def _interpret(definition: ViewTool, request: HttpRequest, response: HttpResponse) -> ToolOutcome:
@@ -159,28 +255,25 @@ def _interpret(definition: ViewTool, request: HttpRequest, response: HttpRespons
         return ToolOutcome(name, "error", reason=f"the view answered {code}")
     if code >= 400:
         return ToolOutcome(name, "invalid", reason=f"the view rejected the request ({code})")
-    if response.get("Content-Type", "").startswith("application/json"):
+    if _is_json(response):
         payload = json.loads(response.content or b"null")
         return ToolOutcome(name, "done" if writes else "data", writes, data=payload)
+    if not writes:
+        return _read_answer(definition, request, response)
     context = getattr(response, "context_data", None) or {}
     form = context.get("form")
-    if writes and form is not None and form.is_bound and form.errors:
+    if form is not None and form.is_bound and form.errors:
         return ToolOutcome(name, "invalid", reason="the form has errors; fix the named arguments",
                            data={"errors": _form_errors(form), "messages": _messages(request)})
-    if writes and code == 204:
+    if code == 204:
         return ToolOutcome(name, "done", True, data={"messages": _messages(request)})
-    if writes:
-        # No redirect and no readable form: nothing tells whether it worked, so it is rolled back.
-        return ToolOutcome(name, "error", reason="the view showed a page instead of redirecting; "
-                           "its outcome could not be read (return a TemplateResponse or redirect)")
-    if definition.fields is not None and "object_list" in context:
-        limit = assistant_settings.READ_LIMIT_MAX
-        objects = list(context["object_list"][: limit + 1])
-        rows = [_declared_fields(obj, definition.fields) for obj in objects[:limit]]
-        return ToolOutcome(name, "data", data={"results": rows, "truncated": len(objects) > limit})
-    if definition.fields is not None and context.get("object") is not None:
-        return ToolOutcome(name, "data", data=_declared_fields(context["object"], definition.fields))
-    return ToolOutcome(name, "data", data={"messages": _messages(request)})
+    # No redirect and no readable form: nothing tells whether it worked, so it is rolled back (by the
+    # caller), and the messages the view added are not passed on: they may announce what was undone.
+    kind = "a TemplateResponse with no form errors" if getattr(response, "context_data", None) is not None \
+        else "a plain rendered page (render() or an HttpResponse)"
+    _unreadable(definition, f"its POST answered {code} with {kind} instead of a redirect; its changes were "
+                "rolled back", WRITE_FIX)
+    return ToolOutcome(name, "error", reason=UNREADABLE_WRITE)
 
 
 def _exception_outcome(name: str, exc: BaseException) -> ToolOutcome:
@@ -262,7 +355,10 @@ def _current_values(
         return outcome if outcome.status in {"denied", "not_found"} else {}
     assert response is not None
     form = (getattr(response, "context_data", None) or {}).get("form")
-    if response.status_code != 200 or form is None:
+    if 200 <= response.status_code < 300:
+        if form is None:
+            return {}  # no form to read current values from: the POST decides, and its outcome says
+    else:  # the refusals (a login redirect, 403, 404) are read as any answer is
         outcome = _interpret(probe, request, response)
         return outcome if outcome.status in {"denied", "not_found"} else {}
     return {name: _form_value(form[name].value()) for name in form.fields}

@@ -21,4 +21,10 @@ urlpatterns = [
     path("csrf-seen/", views.csrf_seen, name="test-csrf-seen"),
     path("async-effect/", views.async_effect, name="test-async-effect"),
     path("flash/", views.flash, name="test-flash"),
+    path("note-page/", views.note_page, name="test-note-page"),
+    path("note-page/save/", views.note_page_save, name="test-note-page-save"),
+    path("effects/<int:pk>/", views.EffectDetailView.as_view(), name="test-effect-detail"),
+    path("notes/", views.NotesView.as_view(), name="test-notes"),
+    path("effects/", views.EffectListView.as_view(), name="test-effect-list"),
+    path("problem-json/", views.problem_json, name="test-problem-json"),
 ]

@@ -4,8 +4,12 @@ import time
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponseRedirect, JsonResponse
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
+from django.views.generic import DetailView, ListView, TemplateView
 
 from assistant.tools import tool
 from tests.testapp.models import Effect
@@ -130,3 +134,50 @@ def flash(request: HttpRequest, *, label: str) -> HttpResponseRedirect:
     Effect.objects.create(owner=request.user, label=label)
     messages.success(request, f"Recorded {label}.")
     return HttpResponseRedirect("/")
+
+
+# Views that answer with a page meant for a browser, which the assistant cannot read as data
+# (tests/test_tools_pages.py): a read and a write that render() a plain page, and class-based views
+# that the tests declare as tools themselves, with and without fields=.
+@tool(name="test_note_page", description="Test suite: show your notes, as a plain rendered page.")
+@login_required
+@require_GET
+def note_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "testapp/notes.html", {"notes": Effect.objects.filter(owner=request.user)})
+
+
+@tool(name="test_note_page_save", method="POST",
+      description="Test suite: record a note, then show the notes page instead of redirecting.")
+@login_required
+@require_POST
+def note_page_save(request: HttpRequest, *, label: str) -> HttpResponse:
+    Effect.objects.create(owner=request.user, label=label)
+    messages.success(request, f"Recorded {label}.")
+    return render(request, "testapp/notes.html", {"notes": Effect.objects.filter(owner=request.user)})
+
+
+class EffectDetailView(LoginRequiredMixin, DetailView):
+    model = Effect
+    template_name = "testapp/effect_detail.html"
+
+    def get_queryset(self) -> QuerySet[Effect]:
+        return Effect.objects.filter(owner=self.request.user)
+
+
+class NotesView(LoginRequiredMixin, TemplateView):
+    template_name = "testapp/notes.html"
+
+
+class EffectListView(LoginRequiredMixin, ListView):
+    template_name = "testapp/notes.html"
+    paginate_by = 2
+
+    def get_queryset(self) -> QuerySet[Effect]:
+        return Effect.objects.filter(owner=self.request.user).order_by("pk")
+
+
+@tool(name="test_problem_json", description="Test suite: answer with an RFC 9457 problem document.")
+@login_required
+@require_GET
+def problem_json(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"title": "Out of stock", "status": 200}, content_type="application/problem+json")
