@@ -98,7 +98,7 @@ def bounded(value: Any, _depth: int = 0) -> Any:
     if kind is float:
         return value if math.isfinite(value) else str(value)
     if isinstance(value, bool | int | float | str | dict | list | tuple):  # subclasses: as their base type
-        base = next(t for t in (bool, int, float, str, dict, list, tuple) if isinstance(value, t))
+        base: type[Any] = next(t for t in (bool, int, float, str, dict, list, tuple) if isinstance(value, t))
         return bounded(base(value), _depth)
     return _bounded_text(str(value))
 

@@ -27,11 +27,11 @@ def _answer_messages(definition: ViewTool) -> list[CheckMessage]:
                 obj=_where(definition), id="assistant.W015",
             ))
     else:
-        why = unreadable_write(definition)
-        if why is not None:
+        write_problem = unreadable_write(definition)
+        if write_problem is not None:
             messages.append(Warning(
-                f"Write tool {definition.name!r} can never take effect: {why}. Without a redirect nothing tells "
-                "whether it worked, so every call is rolled back and the model is told so.",
+                f"Write tool {definition.name!r} can never take effect: {write_problem}. Without a redirect "
+                "nothing tells whether it worked, so every call is rolled back and the model is told so.",
                 hint=f"To fix: {WRITE_FIX}.", obj=_where(definition), id="assistant.W016",
             ))
     missing = missing_fields(definition)
