@@ -447,9 +447,11 @@ async def _turn(port: int, session: str, content: str) -> list[dict[str, Any]]:
 
 def turn(project: Project, port: int, session: str, content: str) -> tuple[list[dict[str, Any]], str]:
     """The tool calls the run made (name, arguments, result) and its reply."""
+    from websockets.exceptions import WebSocketException
+
     try:
         events = asyncio.run(_turn(port, session, content))
-    except (TimeoutError, OSError) as error:
+    except (TimeoutError, OSError, WebSocketException) as error:
         pytest.fail(f"the turn {content!r} did not end ({error!r}):\n{project.log('worker')}\n{project.log('daphne')}")
     last = events[-1]
     assert last["type"] == "assistant.replied", f"{last}\n{project.log('worker')}"
