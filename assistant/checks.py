@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -11,6 +13,29 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
+
+from assistant.conf import settings_problem
+
+
+def needs_assistant_settings(check: Callable[..., list[CheckMessage]]) -> Callable[..., list[CheckMessage]]:
+    """For a check that reads ASSISTANT: while that setting itself is wrong, `check_assistant_setting`
+    says so once, and this check says nothing (instead of failing `manage.py check` with a traceback)."""
+
+    @functools.wraps(check)
+    def guarded(*args: Any, **kwargs: Any) -> list[CheckMessage]:
+        return [] if settings_problem() is not None else check(*args, **kwargs)
+
+    return guarded
+
+
+@register()
+def check_assistant_setting(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """The ASSISTANT dict itself: a misspelt key would otherwise fall back to its default unnoticed."""
+    problem = settings_problem()
+    if problem is None:
+        return []
+    return [Error(problem, hint="Correct or remove the key; every key is listed in the README under "
+                  '"Configuration".', id="assistant.E026")]
 
 
 @register(Tags.database)
@@ -180,6 +205,7 @@ def check_celery_broker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 
 
 @register()
+@needs_assistant_settings
 def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """The assistant's own keys (breaker, cancel flags, the sweeper's heartbeat) live in Redis; which one is
     found from the project's settings (`assistant.conf.assistant_redis_url`)."""
@@ -234,6 +260,7 @@ def _without_password(url: str) -> str:
 
 
 @register()
+@needs_assistant_settings
 def check_model_and_embedder(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """A misspelt ASSISTANT_MODEL or ASSISTANT_EMBEDDER is reported at start-up, not at the first message.
     Building either makes no network call."""

@@ -82,6 +82,17 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+
+def settings_problem() -> str | None:
+    """What is wrong with the ASSISTANT setting as a whole (not a dict, or keys nobody reads), or None."""
+    user_settings = getattr(settings, "ASSISTANT", None) or {}
+    if not isinstance(user_settings, dict):
+        return f"The ASSISTANT setting must be a dict of settings, not {type(user_settings).__name__}."
+    unknown = sorted(set(user_settings) - set(DEFAULTS))
+    if unknown:
+        return f"Unknown ASSISTANT setting(s): {', '.join(map(str, unknown))}. Known: {', '.join(sorted(DEFAULTS))}."
+    return None
+
 class AssistantSettings:
     """Attribute access to ASSISTANT settings with defaults, e.g. `assistant_settings.MAX_MODEL_CALLS`."""
 
@@ -89,13 +100,10 @@ class AssistantSettings:
         self._cache: dict[str, Any] | None = None
 
     def _load(self) -> dict[str, Any]:
-        user_settings = getattr(settings, "ASSISTANT", {}) or {}
-        unknown = sorted(set(user_settings) - set(DEFAULTS))
-        if unknown:
-            raise ImproperlyConfigured(
-                f"Unknown ASSISTANT setting(s): {', '.join(unknown)}. Known: {', '.join(sorted(DEFAULTS))}."
-            )
-        return {**DEFAULTS, **user_settings}
+        problem = settings_problem()
+        if problem is not None:
+            raise ImproperlyConfigured(problem)
+        return {**DEFAULTS, **(getattr(settings, "ASSISTANT", None) or {})}
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

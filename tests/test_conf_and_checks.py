@@ -28,6 +28,16 @@ def test_unknown_keys_are_rejected_by_name() -> None:
         _ = assistant_settings.MAX_MODEL_CALLS
 
 
+
+@pytest.mark.parametrize("assistant", [{"MODLE": "offline"}, "offline"], ids=["misspelt key", "not a dict"])
+def test_a_wrong_assistant_setting_is_one_check_message_not_a_traceback(assistant: object) -> None:
+    with override_settings(ASSISTANT=assistant):
+        messages = [message for message in run_checks() if message.id and message.id.startswith("assistant.")]
+    assert [message.id for message in messages] == ["assistant.E026"]
+    assert "ASSISTANT" in messages[0].msg and messages[0].hint
+    if isinstance(assistant, dict):
+        assert "MODLE" in messages[0].msg
+
 def ids(**kwargs: object) -> set[str]:
     return {message.id for message in run_checks(**kwargs) if message.id}
 

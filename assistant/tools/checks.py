@@ -7,6 +7,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Info, Warning, register
 from django.core.exceptions import FieldDoesNotExist
 
+from assistant.checks import needs_assistant_settings
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
 from assistant.tools.pages import WRITE_FIX, missing_fields, unreadable_read, unreadable_write
 from assistant.tools.reads import model_field
@@ -115,6 +116,7 @@ def _read_messages(definition: ReadTool) -> list[CheckMessage]:
 
 
 @register()
+@needs_assistant_settings
 def check_tools(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """Every declared tool has a usable name, a description and, for views, a route and a schema."""
     messages: list[CheckMessage] = []
@@ -137,6 +139,7 @@ def check_tools(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 
 
 @register()
+@needs_assistant_settings
 def check_specs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """Every permission profile named in settings exists, and every tool a spec lists is declared: a
     misspelt profile would fail every run under it, a misspelt tool would silently never be offered."""
