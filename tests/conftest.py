@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -237,6 +239,34 @@ def _wait_for_other_sessions_to_leave(timeout: float = 5) -> None:
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
 
+
+
+@contextlib.contextmanager
+def daphne_on_test_database(django_db_blocker: Any) -> Iterator[int]:
+    """daphne serving the site (HTTP and websockets) on the test database, with its default limits, as
+    `make run` starts it; yields its port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    with django_db_blocker.unblock():
+        env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: _accepts(port), timeout=30, what="daphne to listen")
+        yield port
+    finally:
+        stop_process(server)
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True
 
 @pytest.fixture
 def script(tmp_path: Path) -> Callable[..., str]:

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url, stop_process
+from tests.conftest import PROJECT_DIR, WorkerProcess, daphne_on_test_database
 from tracker.models import Project, Task
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -28,27 +24,8 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def site_url(session_worker: WorkerProcess, django_db_blocker: Any) -> Iterator[str]:
     """daphne serving the site (HTTP and websockets) on the test database."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with django_db_blocker.unblock():
-        env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
-        cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        stop_process(server)
-        pytest.fail("daphne did not start")
-    yield f"http://127.0.0.1:{port}"
-    stop_process(server)
+    with daphne_on_test_database(django_db_blocker) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

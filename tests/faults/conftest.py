@@ -17,7 +17,7 @@ from django.conf import settings
 from django.test import Client
 
 from assistant.models import AgentMessage, AgentRun
-from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url
+from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url, wait_for_run
 from tests.faults.stack import Daphne, Socket, Valkey, Worker
 
 # Every connection the stack's processes open carries this name, so a test can end exactly those.
@@ -71,7 +71,7 @@ class Stack:
     def wait_for_run(self, run_id: int, timeout: float = 30) -> AgentRun:
         """The run once it has ended; if it does not end in time, the failure says which process died."""
         try:
-            return wait_for_run(run_id, timeout=timeout)
+            return wait_for_run(run_id, *FINISHED, timeout=timeout)
         except AssertionError as exc:
             dead = {child.name: child.exit_code() for child in self.children if not child.alive}
             raise AssertionError(f"{exc}\nprocesses dead: {dead}\n--- worker log ---\n"
@@ -125,18 +125,6 @@ def wait_until_no_run_is_active(timeout: float = 20) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("runs were still active after the test")
         time.sleep(0.1)
-
-
-def wait_for_run(run_id: int, timeout: float = 30) -> AgentRun:
-    deadline = time.monotonic() + timeout
-    while True:
-        run = AgentRun.objects.get(pk=run_id)
-        if run.status in FINISHED:
-            return run
-        if time.monotonic() > deadline:
-            steps = list(run.steps.values_list("seq", "kind", "state", "tool_name"))
-            raise AssertionError(f"run {run_id} is still {run.status} after {timeout}s; steps: {steps}")
-        time.sleep(0.05)
 
 
 def assert_page_matches_database(loaded: dict[str, Any], chat_id: int) -> None:

@@ -6,10 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
-import socket as socket_module
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,12 +18,10 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from assistant.models import AgentMessage, AgentRun
-from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url, stop_process, wait_for
+from tests.conftest import WorkerProcess, daphne_on_test_database
 from tests.sockets import connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
 
 
 async def pong_after(socket: WebsocketCommunicator, ping_id: str, timeout: float = 5) -> list[dict[str, Any]]:
@@ -214,7 +208,7 @@ def _close(loop: asyncio.AbstractEventLoop, socket: WebsocketCommunicator) -> No
 
 ERROR_CODES = {
     "bad_frame", "frame_too_large", "unknown_type", "bad_request", "not_found", "empty_message", "message_too_long",
-    "rate_limited", "run_active", "nothing_to_confirm",
+    "rate_limited", "run_active", "stale_confirmation",
 }
 
 
@@ -224,28 +218,8 @@ ERROR_CODES = {
 @pytest.fixture(scope="module")
 def daphne_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     """A real daphne on the test database, as `make run` starts it (its default limits)."""
-    with socket_module.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with django_db_blocker.unblock():
-        env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
-        cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for(lambda: _accepts(port), timeout=30, what="daphne to listen")
+    with daphne_on_test_database(django_db_blocker) as port:
         yield f"ws://127.0.0.1:{port}/ws/assistant/"
-    finally:
-        stop_process(server)
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket_module.create_connection(("127.0.0.1", port), timeout=0.2).close()
-    except OSError:
-        return False
-    return True
 
 
 def _open(url: str, user: Any) -> Any:
