@@ -21,7 +21,7 @@ from django import db
 from django.db import transaction
 
 from assistant import selectors, services
-from assistant.authority import SentFrom, session_acts_as, session_ended_event, session_group
+from assistant.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
 from assistant.conf import assistant_settings
 from assistant.events import bounded, user_group
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
@@ -137,6 +137,10 @@ def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, 
     it), returns the `assistant.sent` event for the sender's own socket: the message is kept, and the
     sweeper starts its queued run once Redis is back. Returns None when everything went out.
     """
+    # A message is an instruction to act as the person: only while the session it comes with is live.
+    # Checked here, in the same trip to the database thread as the send.
+    if sent_from is not None and not session_acts_as(sent_from.session_key, user.pk):
+        raise SessionEnded()
     sent = None
     try:
         with transaction.atomic():  # so that what runs on commit fails here, after `sent` is known
@@ -269,9 +273,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             await handler(content)
-        except BadRequest as exc:
-            await self.send_error(exc.code, exc.message, request_id)
-        except services.Refused as exc:
+        except (BadRequest, services.Refused) as exc:
             await self.send_error(exc.code, exc.message, request_id)
         except selectors.NotFound as exc:
             if content["type"] == "assistant.load":
@@ -299,15 +301,16 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"content" must not contain NUL characters.')
         chat_id = _id(content, "chat_id", required=False)
         new_chat = content.get("new_chat") is True
-        # A message is an instruction to act as the person: only while the session it comes with is live.
-        if not await self._session_live():
-            await self._end_session()
-            return
         # The "assistant.sent" event reaches every socket of this person through the group; when Redis
         # is out of reach, this socket gets it directly, then the reason nothing follows yet.
-        stored = await database_sync_to_async(_chat_send)(self.user, content=text, chat_id=chat_id,
-                                                          new_chat=new_chat, request_id=content.get("request_id"),
-                                                          sent_from=self.sent_from)
+        try:
+            stored = await database_sync_to_async(_chat_send)(
+                self.user, content=text, chat_id=chat_id, new_chat=new_chat, request_id=content.get("request_id"),
+                sent_from=self.sent_from,
+            )
+        except SessionEnded:
+            await self._end_session()
+            return
         if stored is not None:
             await self.send_json(stored)
             raise Unavailable(UNAVAILABLE_SAVED)
