@@ -3,7 +3,7 @@ the assistant fires exactly these views as the signed-in user, so the same scopi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from django.http.response import HttpResponseRedirectBase
+from django.http.response import HttpResponseBase, HttpResponseRedirectBase
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse, reverse_lazy
@@ -21,6 +21,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 from django.views.generic import CreateView, DeleteView, DetailView, ListView, UpdateView
 from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
 
 from assistant.tools import tool
 from tracker.forms import CommentForm, ProjectArchiveForm, ProjectForm, TaskForm, TaskUpdateForm
@@ -35,6 +36,15 @@ def _visible_tasks(request: HttpRequest) -> TaskQuerySet:
     return Task.objects.for_user(request.user).select_related("project", "assignee")
 
 
+class _HtmxRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _htmx(request: HttpRequest) -> HtmxDetails:
+    """django-htmx's HtmxMiddleware (in the site's settings) sets `request.htmx` on every request."""
+    return cast(_HtmxRequest, request).htmx
+
+
 class _KeepsUpMixin:
     """A page with a region that keeps up with the assistant. The region (`region_template`, which the
     page includes) re-fetches the page's own address when the panel raises `assistant:changed`; htmx
@@ -45,27 +55,19 @@ class _KeepsUpMixin:
     request: HttpRequest
 
     def get_template_names(self) -> list[str]:
-        if self.request.htmx:
+        if _htmx(self.request):
             return [self.region_template]
         return super().get_template_names()  # type: ignore[misc]
 
-    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
-        response: HttpResponse = super().render_to_response(context, **kwargs)  # type: ignore[misc]
-        return _varies_with_htmx(response)
-
-    def handle_no_permission(self) -> HttpResponse:
-        response: HttpResponse = super().handle_no_permission()  # type: ignore[misc]
-        # Signed out meanwhile: the whole page goes to the login page, rather than its form into the region.
-        if self.request.htmx and isinstance(response, HttpResponseRedirectBase):
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        if _htmx(request) and not request.user.is_authenticated and isinstance(response, HttpResponseRedirectBase):
+            # Signed out meanwhile: the whole page goes to the login page, rather than its form into the region.
             return HttpResponseClientRedirect(response["Location"])
+        # The page and its region share one address: a cache (the browser's own, for the back button) must
+        # not hand out one for the other.
+        patch_vary_headers(response, ["HX-Request"])
         return response
-
-
-def _varies_with_htmx(response: HttpResponse) -> HttpResponse:
-    # The page and its region share one address: a cache (the browser's own, for the back button) must
-    # not hand out one for the other.
-    patch_vary_headers(response, ["HX-Request"])
-    return response
 
 
 class ProjectListView(_KeepsUpMixin, LoginRequiredMixin, ListView):
@@ -105,11 +107,11 @@ class ProjectDetailView(_KeepsUpMixin, LoginRequiredMixin, DetailView):
         try:
             return super().get(request, *args, **kwargs)
         except Http404:
-            if not request.htmx:
+            if not _htmx(request):
                 raise
             # The project went away while its page was open (the assistant deleted it, its owner stopped
             # sharing it): the region says so instead of showing it as it was. htmx does not swap a 404 in.
-            return _varies_with_htmx(TemplateResponse(request, "tracker/_project_gone.html"))
+            return TemplateResponse(request, "tracker/_project_gone.html")
 
     def get_queryset(self) -> QuerySet[Project]:
         return _visible_projects(self.request).select_related("owner").prefetch_related("members")
