@@ -136,3 +136,15 @@ def test_a_signed_out_region_sends_the_whole_page_to_log_in_rather_than_showing_
 
     assert response["HX-Redirect"] == "/login/?next=/tracker/tasks/%3Fstatus%3Ddone"
     assert client.get("/tracker/").status_code == 302  # without htmx, the usual redirect
+
+
+def test_the_home_page_projects_and_open_tasks_are_a_region_too(alice: Any, bob: Any) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    Task.objects.create(project=home, title="Fix the tap")
+    Project.objects.create(owner=bob, name="Bob's secret")
+
+    page = signed_in(alice).get("/").content.decode()
+    assert TRIGGER in region(page, "home") and "Welcome, alice" in page
+    html = assert_only_the_fragment(signed_in(alice).get("/", **HTMX), "home")
+
+    assert "Home" in html and "Fix the tap" in html and "secret" not in html and "Welcome" not in html
