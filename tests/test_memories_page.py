@@ -59,7 +59,7 @@ def test_the_url_is_named_and_an_anonymous_visitor_is_sent_to_log_in(client: Cli
 def test_a_person_sees_only_their_own_memories_newest_first(alice: Any, bob: Any) -> None:
     remember(alice, "prefers tea")
     remember(bob, "bob's secret plan", spec="other")
-    remember(alice, "works on Home", spec="helper")
+    remember(alice, "works on Home", spec="planner")
 
     response = signed_in(alice).get(LIST_URL)
 
@@ -67,7 +67,7 @@ def test_a_person_sees_only_their_own_memories_newest_first(alice: Any, bob: Any
     assert shown(response) == ["works on Home", "prefers tea"]
     page = response.content.decode()
     assert "secret plan" not in page
-    assert "helper" in page and "<time" in page  # each memory shows its spec and when it was made
+    assert "planner" in page and "<time" in page  # each memory shows its spec and when it was made
     assert "<h1" in page and 'for="assistant-memories-q"' in page  # headed, and the search box is labelled
 
 
