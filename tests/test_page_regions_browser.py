@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import _wait_for_other_sessions_to_leave, daphne_on_test_database
+from tests.conftest import daphne_on_test_database
 from tracker.models import Project
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -43,8 +43,6 @@ def browser_page(django_db_blocker: Any, monkeypatch: pytest.MonkeyPatch) -> Ite
         page.set_default_timeout(20_000)
         yield page, f"http://127.0.0.1:{port}"
         browser.close()
-    with django_db_blocker.unblock():  # daphne's connection outlives it by a moment; the drop needs it gone
-        _wait_for_other_sessions_to_leave()
 
 
 def test_the_project_list_shows_a_new_project_after_assistant_changed_without_a_reload(
