@@ -2,21 +2,32 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ImproperlyConfigured
-from django.http import HttpRequest, HttpResponse
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.template import TemplateDoesNotExist, engines
 from django.template.backends.django import DjangoTemplates
 from django.template.loader import get_template
+from django.urls import reverse
+from django.utils.text import Truncator
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from assistant.conf import assistant_settings
 from assistant.context_processors import model_label
+from assistant.memory import MemoryNotFound, memories_clear, memories_list, memory_delete
 from assistant.templatetags.assistant import FULL_PAGE_FLAG
 
 _BLOCK_NAME = re.compile(r"\w+")
 _MARKER = "data-assistant-conversation"
+_MEMORIES_MARKER = 'data-assistant-page="memories"'
+MEMORIES_PER_PAGE = 25
+#: A search longer than this is cut: nobody types it, and it would only make the query slower.
+MEMORY_QUERY_MAX = 200
 
 
 @login_required
@@ -24,18 +35,101 @@ def assistant_page(request: HttpRequest) -> HttpResponse:
     """The assistant as a full page: a page of its own, or the content of the host's layout when
     `ASSISTANT["PAGE_LAYOUT"]` names that layout's template and block."""
     context = {FULL_PAGE_FLAG: True, **model_label()}
+    return _render_page(
+        request, standalone="assistant/page.html", content="assistant/page_content.html", context=context,
+        marker=_MARKER,
+    )
+
+
+@login_required
+@require_safe
+def memories_page(request: HttpRequest) -> HttpResponse:
+    """What the assistant remembers of the signed-in person, newest first, a page at a time; `?q=` keeps
+    only the memories whose text contains the words as typed, ignoring case."""
+    query = _memory_query(request.GET.get("q"))
+    everything = memories_list(owner=request.user)
+    found = memories_list(owner=request.user, query=query) if query else everything
+    page = Paginator(found, MEMORIES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "page": page,
+        "memories": page.object_list,
+        "query": query,
+        "total": everything.count() if query else page.paginator.count,
+        "previous_url": _memories_url(query, page.previous_page_number()) if page.has_previous() else "",
+        "next_url": _memories_url(query, page.next_page_number()) if page.has_next() else "",
+    }
+    return _render_memories(request, "assistant/memories_content.html", context, title="Memories")
+
+
+@login_required
+@require_POST
+def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
+    """Forget one memory of the signed-in person's; anyone else's is not found, and stays."""
+    try:
+        memory = memory_delete(owner=request.user, memory_id=memory_id)
+    except MemoryNotFound:
+        raise Http404("No such memory.") from None
+    gist = Truncator(" ".join(memory.content.split())).chars(80)
+    messages.success(request, f"Deleted the memory “{gist}”.", fail_silently=True)
+    # Back to the same search and page; a page that is now past the end shows the last one.
+    page = request.POST.get("page", "")
+    number = int(page) if page.isascii() and page.isdigit() else None
+    return HttpResponseRedirect(_memories_url(_memory_query(request.POST.get("q")), number))
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def memories_clear_view(request: HttpRequest) -> HttpResponse:
+    """GET asks whether to forget everything (and changes nothing); POST, from that question's form, does."""
+    if request.method == "POST":
+        deleted = memories_clear(owner=request.user)
+        text = f"Deleted all {deleted} memories." if deleted != 1 else "Deleted the one memory."
+        messages.success(request, text if deleted else "There were no memories to delete.", fail_silently=True)
+        return HttpResponseRedirect(reverse("assistant:memories"))
+    context = {"total": memories_list(owner=request.user).count()}
+    return _render_memories(request, "assistant/memories_clear.html", context, title="Delete all memories")
+
+
+def _memory_query(raw: str | None) -> str:
+    return (raw or "").strip()[:MEMORY_QUERY_MAX]
+
+
+def _memories_url(query: str, page: int | None) -> str:
+    """The memories page's address for a search and a page, with neither when they are the defaults."""
+    params = {key: value for key, value in (("q", query), ("page", page)) if value}
+    url = reverse("assistant:memories")
+    return f"{url}?{urlencode(params)}" if params else url
+
+
+def _render_memories(request: HttpRequest, content: str, context: dict[str, Any], *, title: str) -> HttpResponse:
+    # On a page of its own nothing else shows Django's messages, so the page does; inside the host's
+    # layout the layout shows them, as on the host's other pages.
+    standalone_extra = {"assistant_messages": messages.get_messages(request)}
+    return _render_page(
+        request, standalone="assistant/memories.html", content=content, marker=_MEMORIES_MARKER,
+        context={"assistant_content": content, "assistant_title": title, **context},
+        standalone_context=standalone_extra,
+    )
+
+
+def _render_page(
+    request: HttpRequest, *, standalone: str, content: str, context: dict[str, Any], marker: str,
+    standalone_context: dict[str, Any] | None = None,
+) -> HttpResponse:
+    """One of the assistant's pages: `standalone` (a whole document) when the project names no layout,
+    else `content` filling the block of the layout `ASSISTANT["PAGE_LAYOUT"]` names. `marker` is a string
+    the content always renders, which proves the layout showed the block."""
     layout = assistant_settings.PAGE_LAYOUT
     if layout is None:
-        return render(request, "assistant/page.html", context)
+        return render(request, standalone, {**context, **(standalone_context or {})})
     template_name, block = _page_layout(layout)
     # A block's name cannot be a variable, so the page is a two-line template made here; the name was
-    # checked to be a plain identifier, and the layout's name travels as a variable.
-    source = (
-        "{% extends assistant_layout %}"
-        f'{{% block {block} %}}{{% include "assistant/page_content.html" %}}{{% endblock %}}'
+    # checked to be a plain identifier, and the templates' names travel as variables.
+    source = f"{{% extends assistant_layout %}}{{% block {block} %}}{{% include assistant_include %}}{{% endblock %}}"
+    html = _django_engine().from_string(source).render(
+        {**context, "assistant_layout": template_name, "assistant_include": content}, request
     )
-    html = _django_engine().from_string(source).render({**context, "assistant_layout": template_name}, request)
-    if _MARKER not in html:
+    if marker not in html:
         raise ImproperlyConfigured(
             f'ASSISTANT["PAGE_LAYOUT"] names the block {block!r}, which {template_name!r} does not render; '
             "name a block the layout shows, such as the one its pages fill with their content."

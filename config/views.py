@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -17,7 +18,10 @@ def home(request: HttpRequest) -> HttpResponse:
         "projects": Project.objects.for_user(request.user).filter(archived=False),
         "open_tasks": Task.objects.for_user(request.user).open().select_related("project", "assignee")[:10],
     }
-    return render(request, "home.html", context)
+    # The projects and tasks keep up with the assistant: an htmx request (see templates/_home.html) gets them alone.
+    response = render(request, "_home.html" if request.htmx else "home.html", context)  # type: ignore[attr-defined]
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 @never_cache

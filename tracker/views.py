@@ -3,20 +3,25 @@ the assistant fires exactly these views as the signed-in user, so the same scopi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase, HttpResponseRedirectBase
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 from django.views.generic import CreateView, DeleteView, DetailView, ListView, UpdateView
+from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
 
 from assistant.tools import tool
 from tracker.forms import CommentForm, ProjectArchiveForm, ProjectForm, TaskForm, TaskUpdateForm
@@ -31,8 +36,43 @@ def _visible_tasks(request: HttpRequest) -> TaskQuerySet:
     return Task.objects.for_user(request.user).select_related("project", "assignee")
 
 
-class ProjectListView(LoginRequiredMixin, ListView):
+class _HtmxRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _htmx(request: HttpRequest) -> HtmxDetails:
+    """django-htmx's HtmxMiddleware (in the site's settings) sets `request.htmx` on every request."""
+    return cast(_HtmxRequest, request).htmx
+
+
+class _KeepsUpMixin:
+    """A page with a region that keeps up with the assistant. The region (`region_template`, which the
+    page includes) re-fetches the page's own address when the panel raises `assistant:changed`; htmx
+    sends that request with `HX-Request: true`, and the answer is then the region alone, for the same
+    person with the same filters and page. Place before LoginRequiredMixin."""
+
+    region_template: str
+    request: HttpRequest
+
+    def get_template_names(self) -> list[str]:
+        if _htmx(self.request):
+            return [self.region_template]
+        return super().get_template_names()  # type: ignore[misc]
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        if _htmx(request) and not request.user.is_authenticated and isinstance(response, HttpResponseRedirectBase):
+            # Signed out meanwhile: the whole page goes to the login page, rather than its form into the region.
+            return HttpResponseClientRedirect(response["Location"])
+        # The page and its region share one address: a cache (the browser's own, for the back button) must
+        # not hand out one for the other.
+        patch_vary_headers(response, ["HX-Request"])
+        return response
+
+
+class ProjectListView(_KeepsUpMixin, LoginRequiredMixin, ListView):
     template_name = "tracker/project_list.html"
+    region_template = "tracker/_projects.html"
     context_object_name = "projects"
 
     def get_queryset(self) -> QuerySet[Project]:
@@ -58,9 +98,20 @@ class ProjectCreateView(LoginRequiredMixin, CreateView):
         return response
 
 
-class ProjectDetailView(LoginRequiredMixin, DetailView):
+class ProjectDetailView(_KeepsUpMixin, LoginRequiredMixin, DetailView):
     template_name = "tracker/project_detail.html"
+    region_template = "tracker/_project.html"
     context_object_name = "project"
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return super().get(request, *args, **kwargs)
+        except Http404:
+            if not _htmx(request):
+                raise
+            # The project went away while its page was open (the assistant deleted it, its owner stopped
+            # sharing it): the region says so instead of showing it as it was. htmx does not swap a 404 in.
+            return TemplateResponse(request, "tracker/_project_gone.html")
 
     def get_queryset(self) -> QuerySet[Project]:
         return _visible_projects(self.request).select_related("owner").prefetch_related("members")
@@ -158,10 +209,18 @@ def project_stats(request: HttpRequest, pk: int) -> JsonResponse:
     })
 
 
-class TaskListView(LoginRequiredMixin, ListView):
+class TaskListView(_KeepsUpMixin, LoginRequiredMixin, ListView):
     template_name = "tracker/task_list.html"
+    region_template = "tracker/_tasks.html"
     context_object_name = "tasks"
     paginate_by = 50
+
+    def paginate_queryset(self, queryset: Any, page_size: int) -> tuple[Paginator, Page, Any, bool]:
+        # A page past the end (the list shrank while it was open) shows the last page, not a 404 that
+        # would leave the region as it was.
+        paginator = self.get_paginator(queryset, page_size, allow_empty_first_page=True)
+        page = paginator.get_page(self.request.GET.get(self.page_kwarg))
+        return paginator, page, page.object_list, page.has_other_pages()
 
     def get_queryset(self) -> TaskQuerySet:
         tasks = _visible_tasks(self.request)
