@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from assistant.markdown import render_markdown
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 
 
@@ -20,9 +21,12 @@ def chat_payload(chat: AgentChat) -> dict[str, Any]:
 
 
 def message_payload(message: AgentMessage) -> dict[str, Any]:
+    """A message; a reply also carries its Markdown as safe HTML."""
+    is_reply = message.role == AgentMessage.Role.ASSISTANT
     return {
         "id": message.pk, "chat_id": message.chat_id, "role": message.role, "content": message.content,
         "run_id": message.run_id, "created_at": _time(message.created_at),
+        "html": render_markdown(message.content) if is_reply else None,
     }
 
 
