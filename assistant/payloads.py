@@ -21,13 +21,22 @@ def chat_payload(chat: AgentChat) -> dict[str, Any]:
 
 
 def message_payload(message: AgentMessage) -> dict[str, Any]:
-    """A message; a reply also carries its Markdown as safe HTML."""
+    """A message; a reply also carries its Markdown as safe HTML and the person's feedback on its run
+    (load messages with `select_related("run")`: the feedback is read from the run)."""
     is_reply = message.role == AgentMessage.Role.ASSISTANT
     return {
         "id": message.pk, "chat_id": message.chat_id, "role": message.role, "content": message.content,
         "run_id": message.run_id, "created_at": _time(message.created_at),
         "html": render_markdown(message.content) if is_reply else None,
+        "feedback": feedback_payload(message.run) if is_reply and message.run_id is not None else None,
     }
+
+
+def feedback_payload(run: AgentRun | None) -> dict[str, Any] | None:
+    """The person's thumbs and comment on a run: `quality_score` 1.0 is up, 0.0 down, null none."""
+    if run is None or run.quality_score is None:
+        return None
+    return {"score": 1 if run.quality_score >= 0.5 else -1, "comment": run.feedback_comment}
 
 
 def run_payload(run: AgentRun) -> dict[str, Any]:
