@@ -7,6 +7,8 @@ from typing import Any
 
 from assistant.markdown import render_markdown
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.tools.declarations import ViewTool
+from assistant.tools.registry import registry
 
 
 def _time(value: datetime | None) -> str | None:
@@ -60,7 +62,25 @@ def step_payload(step: AgentStep) -> dict[str, Any]:
         "took_effect": step.took_effect, "reason": step.reason, "confirmation": step.confirmation,
         "usage": {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens},
         "duration_ms": step.duration_ms, "created_at": _time(step.created_at),
+        "changes": step_changes(step),
     }
+
+
+def step_changes(step: AgentStep) -> list[str]:
+    """The models (`"app_label.model_name"`) a step changed, from its tool's declaration: the view's model
+    (its `model`, `queryset`, or its form's model) for a write that took effect; reads change nothing,
+    and a view whose model nothing declares gives []."""
+    if step.kind != AgentStep.Kind.TOOL_CALL or step.took_effect is not True:
+        return []
+    definition = registry.get(step.tool_name)
+    if not isinstance(definition, ViewTool) or definition.kind != "write":
+        return []
+    model = definition.model
+    if model is None and definition.is_class_view:
+        # A CreateView declares its form, not its model: the form's model is what it writes.
+        form_class = getattr(definition.view, "form_class", None)
+        model = getattr(getattr(form_class, "_meta", None), "model", None)
+    return [model._meta.label_lower] if model is not None else []
 
 
 def run_event(event_type: str, run: AgentRun, /, **extra: Any) -> dict[str, Any]:
