@@ -265,7 +265,7 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
     """The person's thumbs up (1) or down (-1) on a finished run's answer, with an optional comment, or 0
     to take it back. Stored on the run as its quality score (1.0 / 0.0 / null) and announced to every
     socket of the person as `assistant.feedback_saved`. Bad input is refused whole: nothing is stored."""
-    if isinstance(score, bool) or score not in FEEDBACK_SCORES:
+    if isinstance(score, bool) or not isinstance(score, int) or score not in FEEDBACK_SCORES:
         raise Refused("bad_request", '"score" must be 1 (thumbs up), -1 (thumbs down) or 0 (take it back).')
     if not isinstance(comment, str):
         raise Refused("bad_request", '"comment" must be a string.')
