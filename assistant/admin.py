@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
@@ -46,19 +47,47 @@ class AgentChatAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     inlines = [AgentMessageInline]
 
 
+class FeedbackFilter(admin.SimpleListFilter):
+    """The person's thumbs on the answer (`quality_score` 1.0 up, 0.0 down, null none)."""
+
+    title = "feedback"
+    parameter_name = "feedback"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("up", "Thumbs up"), ("down", "Thumbs down"), ("none", "None")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+        if self.value() == "up":
+            return queryset.filter(quality_score__gte=0.5)
+        if self.value() == "down":
+            return queryset.filter(quality_score__lt=0.5)
+        if self.value() == "none":
+            return queryset.filter(quality_score__isnull=True)
+        return queryset
+
+
 @admin.register(AgentRun)
 class AgentRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = (
         "id", "owner", "spec", "model", "status", "model_calls", "tool_calls", "tool_errors",
-        "total_tokens", "duration_ms", "created_at",
+        "total_tokens", "duration_ms", "feedback", "created_at",
     )
-    list_filter = ("status", "spec", "model")
-    search_fields = ("owner__username", "reply", "error")
+    list_filter = ("status", FeedbackFilter, "spec", "model")
+    search_fields = ("owner__username", "reply", "error", "feedback_comment")
     date_hierarchy = "created_at"
     list_select_related = ("owner",)
     inlines = [AgentStepInline]
     # The session key signs the person in: staff review where a run came from, never their session.
     exclude = ("session_key",)
+
+    @admin.display(description="feedback", ordering="quality_score")
+    def feedback(self, run: AgentRun) -> str:
+        """👍 or 👎 with the start of the person's comment; "—" without feedback."""
+        if run.quality_score is None:
+            return "—"
+        thumb = "👍" if run.quality_score >= 0.5 else "👎"
+        comment = run.feedback_comment
+        return f"{thumb} {comment[:80]}{'…' if len(comment) > 80 else ''}".strip()
 
 
 @admin.register(AgentStep)

@@ -265,6 +265,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             "assistant.cancel": self.on_cancel,
             "assistant.confirm": self.on_confirm,
             "assistant.load": self.on_load,
+            "assistant.feedback": self.on_feedback,
         }
         handler = handlers.get(content["type"])
         request_id = content.get("request_id")
@@ -327,6 +328,19 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"approve" must be true or false.')
         await database_sync_to_async(services.run_confirm)(user=self.user, run_id=run_id, step_id=step_id,
                                                            approve=approve)
+
+    async def on_feedback(self, content: dict[str, Any]) -> None:
+        run_id = _id(content, "run_id", required=True)
+        score = content.get("score")
+        if isinstance(score, bool) or not isinstance(score, int):
+            raise BadRequest("bad_request", '"score" must be 1 (thumbs up), -1 (thumbs down) or 0 (take it back).')
+        comment = content.get("comment", "")
+        if comment is None:
+            comment = ""
+        if not isinstance(comment, str):
+            raise BadRequest("bad_request", '"comment" must be a string.')
+        await database_sync_to_async(services.run_feedback)(user=self.user, run_id=run_id, score=score,
+                                                            comment=comment)
 
     async def on_load(self, content: dict[str, Any]) -> None:
         chat_id = _id(content, "chat_id", required=False)

@@ -100,7 +100,10 @@ class AgentRun(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     tool_errors = models.PositiveIntegerField(default=0)
     intent = models.CharField(max_length=100, blank=True)
+    # The person's feedback on the answer: 1.0 thumbs up, 0.0 thumbs down, null none (or cleared).
     quality_score = models.FloatField(null=True, blank=True)
+    feedback_comment = models.TextField(blank=True)
+    feedback_at = models.DateTimeField(null=True, blank=True)
     # Why the run ended when it did not simply answer: a limit, a model error, a cancel, a crash.
     stop_reason = models.CharField(max_length=40, blank=True)
     # The settings the run was started with (model, limits, embedder, tool scope): a run obeys the

@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from assistant.markdown import render_markdown
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.tools.declarations import ViewTool
+from assistant.tools.registry import registry
 
 
 def _time(value: datetime | None) -> str | None:
@@ -20,10 +23,22 @@ def chat_payload(chat: AgentChat) -> dict[str, Any]:
 
 
 def message_payload(message: AgentMessage) -> dict[str, Any]:
+    """A message; a reply also carries its Markdown as safe HTML and the person's feedback on its run
+    (load messages with `select_related("run")`: the feedback is read from the run)."""
+    is_reply = message.role == AgentMessage.Role.ASSISTANT
     return {
         "id": message.pk, "chat_id": message.chat_id, "role": message.role, "content": message.content,
         "run_id": message.run_id, "created_at": _time(message.created_at),
+        "html": render_markdown(message.content) if is_reply else None,
+        "feedback": feedback_payload(message.run) if is_reply and message.run_id is not None else None,
     }
+
+
+def feedback_payload(run: AgentRun | None) -> dict[str, Any] | None:
+    """The person's thumbs and comment on a run: `quality_score` 1.0 is up, 0.0 down, null none."""
+    if run is None or run.quality_score is None:
+        return None
+    return {"score": 1 if run.quality_score >= 0.5 else -1, "comment": run.feedback_comment}
 
 
 def run_payload(run: AgentRun) -> dict[str, Any]:
@@ -47,7 +62,25 @@ def step_payload(step: AgentStep) -> dict[str, Any]:
         "took_effect": step.took_effect, "reason": step.reason, "confirmation": step.confirmation,
         "usage": {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens},
         "duration_ms": step.duration_ms, "created_at": _time(step.created_at),
+        "changes": step_changes(step),
     }
+
+
+def step_changes(step: AgentStep) -> list[str]:
+    """The models (`"app_label.model_name"`) a step changed, from its tool's declaration: the view's model
+    (its `model`, `queryset`, or its form's model) for a write that took effect; reads change nothing,
+    and a view whose model nothing declares gives []."""
+    if step.kind != AgentStep.Kind.TOOL_CALL or step.took_effect is not True:
+        return []
+    definition = registry.get(step.tool_name)
+    if not isinstance(definition, ViewTool) or definition.kind != "write":
+        return []
+    model = definition.model
+    if model is None and definition.is_class_view:
+        # A CreateView declares its form, not its model: the form's model is what it writes.
+        form_class = getattr(definition.view, "form_class", None)
+        model = getattr(getattr(form_class, "_meta", None), "model", None)
+    return [model._meta.label_lower] if model is not None else []
 
 
 def run_event(event_type: str, run: AgentRun, /, **extra: Any) -> dict[str, Any]:

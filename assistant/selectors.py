@@ -32,7 +32,9 @@ def run_get(*, user: Any, run_id: Any) -> AgentRun:
 
 def chat_messages(*, chat: AgentChat) -> list[AgentMessage]:
     """What the person sees: their messages and the replies (summaries are the assistant's own notes)."""
-    return list(chat.messages.exclude(role=AgentMessage.Role.SUMMARY).order_by("created_at", "id"))
+    # The run comes along: a reply's payload carries the feedback stored on it.
+    messages = chat.messages.exclude(role=AgentMessage.Role.SUMMARY).select_related("run")
+    return list(messages.order_by("created_at", "id"))
 
 
 def chat_active_run(*, chat: AgentChat) -> AgentRun | None:

@@ -1,4 +1,4 @@
-"""Writes behind the live channel: send, cancel, confirm. Each is one transaction and publishes its
+"""Writes behind the live channel: send, cancel, confirm, feedback. Each is one transaction and publishes its
 events, and enqueues work, only after that transaction commits."""
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ from assistant.authority import (
 from assistant.conf import DEFAULTS, assistant_settings
 from assistant.events import publish_to_user, publisher
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
+from assistant.payloads import (
+    chat_payload,
+    feedback_payload,
+    message_payload,
+    run_event,
+    run_payload,
+    step_payload,
+)
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
 from assistant.tools.offer import resolve_scope
@@ -246,6 +253,44 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
     run.save(update_fields=["status", "clock_started_at"])
     publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
     _enqueue(run.pk)
+    return run
+
+
+FEEDBACK_SCORES = {1: 1.0, -1: 0.0, 0: None}
+MAX_FEEDBACK_COMMENT_CHARS = 2000
+
+
+@transaction.atomic
+def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> AgentRun:
+    """The person's thumbs up (1) or down (-1) on a finished run's answer, with an optional comment, or 0
+    to take it back. Stored on the run as its quality score (1.0 / 0.0 / null) and announced to every
+    socket of the person as `assistant.feedback_saved`. Bad input is refused whole: nothing is stored."""
+    if isinstance(score, bool) or not isinstance(score, int) or score not in FEEDBACK_SCORES:
+        raise Refused("bad_request", '"score" must be 1 (thumbs up), -1 (thumbs down) or 0 (take it back).')
+    if not isinstance(comment, str):
+        raise Refused("bad_request", '"comment" must be a string.')
+    comment = comment.strip()
+    if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
+        raise Refused("bad_request", f"Comments are limited to {MAX_FEEDBACK_COMMENT_CHARS} characters; "
+                                     f"this one has {len(comment)}.")
+    if "\x00" in comment:  # PostgreSQL text cannot hold it
+        raise Refused("bad_request", '"comment" must not contain NUL characters.')
+    if score == 0 and comment:
+        raise Refused("bad_request", "A comment goes with a thumb up or down; to take feedback back, send none.")
+    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"No run {run_id!r}.")
+    if run.is_active:
+        raise Refused("bad_request", "Feedback is for answers: this run has not finished yet.")
+    run.quality_score = FEEDBACK_SCORES[score]
+    run.feedback_comment = comment
+    run.feedback_at = timezone.now() if score else None
+    run.save(update_fields=["quality_score", "feedback_comment", "feedback_at"])
+    message = run.messages.filter(role=AgentMessage.Role.ASSISTANT).order_by("-id").first()
+    publish_to_user(user.pk, run_event(
+        "assistant.feedback_saved", run, message_id=message.pk if message is not None else None,
+        feedback=feedback_payload(run),
+    ))
     return run
 
 
