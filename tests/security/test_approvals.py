@@ -158,14 +158,16 @@ def test_two_anthropic_tool_uses_sharing_one_id_are_told_apart_and_answered_in_p
     alice: Any, two_projects: tuple[Project, Project], anthropic_server: FakeAnthropicServer
 ) -> None:
     # The turn runs in this thread (as a worker would run it): `chat_send` enqueues only on commit, which a
-    # plain `django_db` test never reaches.
+    # plain `django_db` test never reaches. The lease's heartbeat renews on a connection of its own, which
+    # cannot see this test's uncommitted run: a lease longer than the test keeps it from ever renewing (a
+    # first `import anthropic` on a loaded machine outlasts the default lease's first renewal).
     first, second = two_projects
     anthropic_server.queue(
         anthropic_stream([], [("toolu_dup", DELETE, {"pk": first.pk}), ("toolu_dup", DELETE, {"pk": second.pk})]),
         anthropic_stream(["Deleted A; B stays."]),
     )
     providers = provider_settings(claude={"kind": "anthropic", "base_url": anthropic_server.base_url, "api_key": "k"})
-    with assistant_settings_with(MODEL="claude:fake-claude", **providers):
+    with assistant_settings_with(MODEL="claude:fake-claude", LEASE_SECONDS=600, **providers):
         run = chat_send(user=alice, content="delete A and B").run
         assert run_turn(run.pk, holder=new_holder(), claim=lease_claim) == "awaiting_confirmation"
         (asked,) = AgentStep.objects.filter(run=run, state="awaiting_confirmation")
