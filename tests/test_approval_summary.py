@@ -146,7 +146,8 @@ def test_a_tool_that_describes_itself_is_described_in_its_own_words_as_the_perso
     with assistant_settings_with(MODEL=model):
         asked = asyncio.run(scenario())
     assert asked["step"]["summary"] == "Forget your 2 records labelled “draft”"  # alice's two, not bob's
-    assert Effect.objects.count() == 3
+    # What the description wrote was undone with the lookup's transaction; nothing ran yet.
+    assert sorted(Effect.objects.values_list("label", flat=True)) == ["draft"] * 3
 
 
 @pytest.mark.django_db(transaction=True)
@@ -211,6 +212,13 @@ def test_a_function_view_with_a_form_says_its_description_and_the_arguments_by_l
     summary = describe_call(alice, offered(alice, "tracker_project_archive"), {"pk": home.pk, "archived": True})
     assert summary == ("Archive a project you own (archived=true) or bring it back (archived=false): "
                        f"the project #{home.pk}, archived “yes”")
+
+
+@pytest.mark.django_db
+def test_another_single_object_view_says_its_description_and_names_the_object(alice: Any, home: Project) -> None:
+    task = home.tasks.get(title="Paint the door")
+    summary = describe_call(alice, offered(alice, "tracker_task_detail"), {"pk": task.pk})
+    assert summary == "One task's details, by its id — the task “Paint the door”"
 
 
 @pytest.mark.django_db

@@ -194,6 +194,7 @@ class ConfirmedTaskUpdateView(TaskUpdateView):
 
 def _describe_forgetting(request: HttpRequest, *, label: str) -> str:
     count = Effect.objects.filter(owner=request.user, label=label).count()
+    Effect.objects.create(owner=request.user, label="written while describing")  # must not be kept
     return f"Forget your {count} records labelled “{label}”"
 
 
