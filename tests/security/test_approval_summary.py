@@ -18,6 +18,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from assistant.authority import SentFrom
 from assistant.models import AgentRun
 from assistant.tools import Tool, tools_for
 from assistant.tools.describe import describe_call
@@ -133,6 +134,21 @@ def test_a_project_the_view_refuses_alice_is_never_named(
     summary = describe_call(alice, offered(alice, "tracker_project_delete"), {"pk": bobs_project.pk})
     why = "you may not do this" if alice_is_member else "it could not be found for you"
     assert summary == f"Delete the project #{bobs_project.pk} — {why}; the action will most likely fail."
+
+
+@pytest.mark.django_db
+def test_a_lookup_from_a_session_that_has_ended_names_nothing(alice: Any) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    tab = Client()
+    tab.force_login(alice)
+    sent_from = SentFrom(session_key=tab.cookies["sessionid"].value, client_address="198.51.100.7",
+                         origin="http://127.0.0.1:8000")
+    tool = offered(alice, "tracker_project_delete")
+    assert describe_call(alice, tool, {"pk": home.pk}, sent_from=sent_from) == "Delete the project “Home”"
+    tab.logout()  # signed out in that browser: its session is gone
+    summary = describe_call(alice, tool, {"pk": home.pk}, sent_from=sent_from)
+    assert summary == f"Delete the project #{home.pk} — the session it was asked from has ended; the action will " \
+                      "not run."
 
 
 @pytest.mark.django_db
