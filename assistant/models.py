@@ -191,6 +191,11 @@ class AgentStep(models.Model):
     result = models.JSONField(null=True, blank=True)
     took_effect = models.BooleanField(null=True, blank=True)
     reason = models.TextField(blank=True)
+    summary = models.TextField(
+        blank=True,
+        help_text="For a tool call that asks the person first: what it will do, in words, naming objects as they "
+        "see them (set when the step starts waiting).",
+    )
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)

@@ -48,6 +48,9 @@ class ViewTool:
     form_class: type[forms.BaseForm] | None = None
     fields: list[str] | None = None
     descriptions: dict[str, str] = field(default_factory=dict)
+    #: `describe(request, **arguments) -> str`: the approval card's sentence, as the person sees the objects
+    #: (see assistant/tools/describe.py); None: derived from the view.
+    describe: Callable[..., str] | None = None
     #: How `method` was decided: "declared" (method=), "proved" (the view shows it), or "assumed" (a
     #: write, because nothing shows it only reads); `kind_reason` says it in words.
     kind_basis: str = "declared"
@@ -197,6 +200,7 @@ def tool(
     partial: bool | None = None,
     fields: Sequence[str] | None = None,
     descriptions: dict[str, str] | None = None,
+    describe: Callable[..., str] | None = None,
 ) -> Callable[[Any], Any]:
     """Declare a view (function or class) as an assistant tool; returns the view unchanged.
 
@@ -210,7 +214,16 @@ def tool(
     the object fields a list/detail view (any TemplateResponse with `object` or `object_list` in its
     context) hands back; without it, or from a plain `render()`, the page cannot be read and the model
     is told so. Keyword-only typed parameters of a function view become arguments too.
+
+    `describe(request, **arguments) -> str` says, for the approval card, what a call will do ("Delete the
+    project “Home” and its 4 tasks"). It runs inside the site's middleware with the person's session
+    (`request.user` is the person), in a transaction that is rolled back; it must look objects up as the
+    view does, so that it names nothing the person could not open (Http404 or PermissionDenied: the card
+    then names only what the model sent). Without it, class-based views are described from their own
+    `get_object()` and `get_form()` as the person, other views from the description and the arguments.
     """
+    if describe is not None and not callable(describe):
+        raise TypeError(f"@tool(describe=...) must be callable, not {type(describe).__name__}.")
 
     def decorate(view: Any) -> Any:
         is_class = inspect.isclass(view)
@@ -233,6 +246,7 @@ def tool(
             form_class=form,
             fields=list(fields) if fields is not None else None,
             descriptions=dict(descriptions or {}),
+            describe=describe,
             kind_basis=basis,
             kind_reason=reason,
         )

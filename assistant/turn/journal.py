@@ -27,7 +27,7 @@ Kind = AgentStep.Kind
 State = AgentStep.State
 
 _JSON_FIELDS = ("arguments", "result")
-_TEXT_FIELDS = ("reason",)
+_TEXT_FIELDS = ("reason", "summary")
 _NAME_FIELDS = ("tool_name", "call_id")
 
 
@@ -90,12 +90,16 @@ class StepJournal:
 
     # --- pause, reply, end -------------------------------------------------------------------
 
-    def pause(self, tool: Tool, step: AgentStep | None, **fields: Any) -> AgentStep:
+    def pause(self, tool: Tool, step: AgentStep | None, *, summary: str = "", **fields: Any) -> AgentStep:
         """Ask the person about this tool call (a new step made of `fields`, or `step` if it exists) and
-        release the run: a paused run holds no worker."""
+        release the run: a paused run holds no worker. `summary` (what the call will do, in words) is
+        written with the step that waits, in the same fenced write."""
         with transaction.atomic():
             if step is None:
-                step = self.add(state=State.AWAITING_CONFIRMATION, reason=QUESTION, **fields)
+                step = self.add(state=State.AWAITING_CONFIRMATION, reason=QUESTION, summary=summary, **fields)
+            elif summary and not step.summary:
+                step.summary = summary
+                self.save(step, "summary")
             released = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).update(
                 status=Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
             )

@@ -34,12 +34,13 @@ from assistant.models import AgentRun, AgentStep
 from assistant.payloads import run_event
 from assistant.services import run_finish, run_setting
 from assistant.tools import Tool, execute_tool, tools_for
+from assistant.tools.describe import describe_call
 from assistant.turn.confirmation import Decision, decide, declined_outcome
 from assistant.turn.context import chat_history, conversation_window, earlier_notes, system_prompt
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import Heartbeat, LeaseLost
 from assistant.turn.limits import Limits, StopRun
-from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls
+from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls, storable_json
 from registry.selectors import profile_summary
 from registry.services import profile_record_invocation
 
@@ -355,8 +356,14 @@ class Turn:
         decision = decide(offered, existing)
         if decision is Decision.ASK:
             assert offered is not None
-            self.journal.pause(offered, existing, kind=Kind.TOOL_CALL, tool_name=call.name, call_id=call.id,
-                               arguments=call.arguments)
+            summary = ""
+            if existing is None or not existing.summary:
+                # Looked up as the person, before the write that makes the step wait, and from the arguments
+                # exactly as they are stored: the card describes what the approval would run.
+                arguments = existing.arguments if existing is not None else storable_json(call.arguments)[0]
+                summary = describe_call(self.user, offered, arguments, sent_from=self.authority.sent_from)
+            self.journal.pause(offered, existing, summary=summary, kind=Kind.TOOL_CALL, tool_name=call.name,
+                               call_id=call.id, arguments=call.arguments)
             return False
         if decision is Decision.DECLINE:
             self._record_outcome(existing, call, declined_outcome())

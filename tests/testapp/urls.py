@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.auth.decorators import user_passes_test
 from django.urls import path
 
 from tests.testapp import views
@@ -27,4 +28,9 @@ urlpatterns = [
     path("notes/", views.NotesView.as_view(), name="test-notes"),
     path("effects/", views.EffectListView.as_view(), name="test-effect-list"),
     path("problem-json/", views.problem_json, name="test-problem-json"),
+    path("tasks/<int:pk>/change/", views.ConfirmedTaskUpdateView.as_view(), name="test-task-change"),
+    path("forget/", views.forget_effects, name="test-forget-effects"),
+    path("effects/<int:pk>/broken-delete/", views.BrokenLookupDeleteView.as_view(), name="test-broken-delete"),
+    path("effects/<int:pk>/staff-delete/", user_passes_test(lambda user: user.is_staff)(
+        views.StaffOnlyDeleteView.as_view()), name="test-staff-delete"),
 ]

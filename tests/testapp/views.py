@@ -9,10 +9,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
-from django.views.generic import DetailView, ListView, TemplateView
+from django.views.generic import DeleteView, DetailView, ListView, TemplateView
 
 from assistant.tools import tool
 from tests.testapp.models import Effect
+from tracker.views import TaskUpdateView
 
 
 @tool(name="test_record_effect", method="POST", description="Record that something happened, with a label.")
@@ -181,3 +182,44 @@ class EffectListView(LoginRequiredMixin, ListView):
 @require_GET
 def problem_json(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"title": "Out of stock", "status": 200}, content_type="application/problem+json")
+
+
+# Approval cards in words (tests/test_approval_summary.py, tests/security/test_approval_summary.py): an update
+# that asks first, a tool that describes itself, and a delete view whose own lookup fails (after a write the
+# lookup must not keep).
+@tool(name="test_task_change", confirm=True, description="Test suite: change a task, after asking the person.")
+class ConfirmedTaskUpdateView(TaskUpdateView):
+    pass
+
+
+def _describe_forgetting(request: HttpRequest, *, label: str) -> str:
+    count = Effect.objects.filter(owner=request.user, label=label).count()
+    Effect.objects.create(owner=request.user, label="written while describing")  # must not be kept
+    return f"Forget your {count} records labelled “{label}”"
+
+
+@tool(name="test_forget_effects", method="POST", confirm=True, describe=_describe_forgetting,
+      description="Test suite: forget your records with a label, after asking the person.")
+@login_required
+@require_POST
+def forget_effects(request: HttpRequest, *, label: str) -> JsonResponse:
+    deleted, _ = Effect.objects.filter(owner=request.user, label=label).delete()
+    return JsonResponse({"forgotten": deleted})
+
+
+@tool(name="test_broken_delete", description="Test suite: delete a record through a view whose lookup fails.")
+class BrokenLookupDeleteView(LoginRequiredMixin, DeleteView):
+    model = Effect
+    success_url = "/"
+
+    def get_object(self, queryset: QuerySet[Effect] | None = None) -> Effect:
+        Effect.objects.create(owner=self.request.user, label="written by a lookup")
+        raise RuntimeError("the lookup broke")
+
+
+@tool(name="test_staff_delete", description="Test suite: delete any record; the URLconf lets staff only in.")
+class StaffOnlyDeleteView(LoginRequiredMixin, DeleteView):
+    """Its staff check is the decorator its URL pattern wraps it in (see urls.py); its queryset is everyone's."""
+
+    model = Effect
+    success_url = "/"
