@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("assistant", "0005_run_requeued_at")]
+    dependencies = [("assistant", "0006_run_feedback")]
 
     operations = [
         migrations.AddField(
