@@ -6,7 +6,8 @@ Two independent layers, so that a mistake in one is caught by the other:
    model writes is shown as text. Images are rendered as a link labelled with their alt text, never as
    `<img>`, so showing a reply makes no request to anywhere the model chose.
 2. nh3 keeps only an allow-list of tags and attributes from what markdown-it-py produced: links only to
-   http, https and mailto, each with `rel="noopener noreferrer nofollow"`; a code block's language only
+   http, https and mailto, or to a path on this site (`/tracker/projects/3/`: the assistant lives inside
+   the app and points at its pages), each with `rel="noopener noreferrer nofollow"`; a code block's language only
    as a plain `language-…` class; a table cell's alignment only as `text-align`.
 
 Rendering is bounded: the HTML travels in live events, whose strings are cut at
@@ -48,11 +49,17 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 LINK_REL = "noopener noreferrer nofollow"
 # What markdown-it-py writes for a fenced block's info string: `language-` and the first word.
 _LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,40}")
+# A link nh3 calls relative is kept only as a path from this site's root. Not `//host/…` or `/\\host`
+# (browsers read both as another host), nor a path relative to whichever page the panel is docked on.
+_SITE_PATH = re.compile(r"/(?![/\\])[^\x00-\x20]*")
+_ABSOLUTE = re.compile(r"(?:https?|mailto):", re.IGNORECASE)
 
 
 def _keep_attribute(tag: str, name: str, value: str) -> str | None:
     if tag == "code" and name == "class":
         return value if _LANGUAGE_CLASS.fullmatch(value) else None
+    if tag == "a" and name == "href":
+        return value if _ABSOLUTE.match(value) or _SITE_PATH.fullmatch(value) else None
     return value
 
 
@@ -89,7 +96,7 @@ def _sanitise(html: str) -> str:
         attribute_filter=_keep_attribute,
         filter_style_properties={"text-align"},
         url_schemes=set(URL_SCHEMES),
-        url_relative="deny",
+        url_relative="pass_through",  # then narrowed to site paths by _keep_attribute
         link_rel=LINK_REL,
         strip_comments=True,
     )
