@@ -168,9 +168,9 @@ def describe_violations(violations: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def screenshot(page: Any, name: str, **options: Any) -> Path:
-    """Save a screenshot under .data/screenshots/ (kept for the closing note; not compared)."""
+def screenshot(target: Any, name: str, **options: Any) -> Path:
+    """Save a screenshot of a page or a locator under .data/screenshots/ (for the closing note; never compared)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), **options)
+    target.screenshot(path=str(path), **options)
     return path

@@ -56,6 +56,8 @@ DANGEROUS_ELEMENTS = """(root) => {
 
 
 def _assert_harmless(page: Any, conversation: str, dialogs: list[str], trapped: list[str]) -> None:
+    # Open every step and "Details" toggle first: what a panel draws only when opened is drawn now.
+    page.locator(f"{conversation} details").evaluate_all("(toggles) => toggles.forEach((t) => { t.open = true; })")
     found = page.locator(conversation).evaluate(DANGEROUS_ELEMENTS)
     assert found == [], "\n".join(found)
     assert dialogs == [], f"a script ran: {dialogs}"
