@@ -127,6 +127,9 @@ def test_a_person_asks_approves_sees_the_page_keep_up_rates_reloads_switches_and
     assert "**" not in answer.locator(".assistant-message-body").inner_text()
     _assert_no_template_source(page, DOCK)
     screenshot(page, "dock")
+    page.emulate_media(color_scheme="dark")
+    screenshot(page, "dock-dark")
+    page.emulate_media(color_scheme="light")
 
     # The approval card says what will happen, in words; approving changes the page behind, in place.
     model_script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": home.pk}}]},
@@ -137,6 +140,12 @@ def test_a_person_asks_approves_sees_the_page_keep_up_rates_reloads_switches_and
     expect(card.locator("[data-confirm-summary]")).to_contain_text("Home", timeout=WAIT)
     screenshot(card, "approval-card")
     assert Project.objects.filter(pk=home.pk).exists()
+    # A reload while the question waits: the card is still there, and the person can still type and send.
+    page.reload()
+    expect(card.locator("[data-confirm-summary]")).to_contain_text("Home", timeout=WAIT)
+    expect(page.locator(f"{DOCK} [data-assistant-send]")).to_have_text("Send")
+    expect(page.locator(f"{DOCK} [data-assistant-input]")).to_be_enabled()
+    _mark_document(page)
     card.locator("[data-confirm='approve']").click()
     wait_for_replies(page, 2, within=DOCK)  # this chat's: the list, then the deletion
     assert not Project.objects.filter(pk=home.pk).exists()
