@@ -5,6 +5,10 @@ A module gets its fixtures by importing them (tests/browser/conftest.py does for
 tests/test_browser.py imports them itself). `site_model` picks the model daphne's runs use: by default the
 site's own (the offline demo model); tests/browser overrides it with a scripted model whose script a test
 rewrites before each turn (`model_script`).
+
+Playwright's sync API keeps an event loop running in the test thread from a module's first browser test
+to the module's end, and `asyncio.run` or `async_to_sync` refuse to run beside it: in a module that also
+has such tests, the browser tests come last (or live in a module of their own).
 """
 
 from __future__ import annotations
