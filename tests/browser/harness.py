@@ -1,14 +1,10 @@
 """What every browser test shares: headless Chromium (one per test module), daphne serving the site on the
 test database beside the real worker, signing in, asking, and the axe-core accessibility check.
 
-A module gets its fixtures by importing them (tests/browser/conftest.py does for this package;
-tests/test_browser.py imports them itself). `site_model` picks the model daphne's runs use: by default the
-site's own (the offline demo model); tests/browser overrides it with a scripted model whose script a test
-rewrites before each turn (`model_script`).
-
-Playwright's sync API keeps an event loop running in the test thread from a module's first browser test
-to the module's end, and `asyncio.run` or `async_to_sync` refuse to run beside it: in a module that also
-has such tests, the browser tests come last (or live in a module of their own).
+It is a plugin of the suite (tests/conftest.py lists it in `pytest_plugins`), so its fixtures — `page`,
+`site_url`, `model_script` — are there for any test module. `site_model` picks the model daphne's runs use:
+by default the site's own (the offline demo model); tests/browser/ overrides it with a scripted model
+whose script a test rewrites before each turn (`model_script`).
 """
 
 from __future__ import annotations
@@ -53,31 +49,66 @@ def site_url(session_worker: WorkerProcess, django_db_blocker: Any, site_model: 
         yield f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    """One headless Chromium for the module; each test gets its own context (cookies, storage) in it."""
-    from playwright.sync_api import sync_playwright
+class _Chromium:
+    """The test thread's headless Chromium, started by the first test that needs a page and kept for the
+    next ones. Playwright's sync API runs an event loop in this thread for as long as it lives, and
+    `asyncio.run` or `async_to_sync` refuse to run beside it; so it is stopped at the end of a module and
+    before any test that has no page (pytest-django runs a module's tests without a database after the
+    others, whatever their order in the file)."""
 
-    assert CHROMIUM, "Chromium is needed for the browser tests: apt-get install chromium"
-    with pytest.MonkeyPatch.context() as patch:
-        # Playwright's sync API keeps an event loop in this thread for as long as the browser lives; the
-        # tests' own ORM calls are still plain synchronous code, which Django would otherwise refuse.
-        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(
+    def __init__(self) -> None:
+        self._playwright: Any = None
+        self._patch: pytest.MonkeyPatch | None = None
+        self.browser: Any = None
+
+    def start(self) -> Any:
+        if self.browser is None:
+            from playwright.sync_api import sync_playwright
+
+            assert CHROMIUM, "Chromium is needed for the browser tests: apt-get install chromium"
+            # The tests' own ORM calls are plain synchronous code, which Django would refuse beside the loop.
+            self._patch = pytest.MonkeyPatch()
+            self._patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+            self._playwright = sync_playwright().start()
+            self.browser = self._playwright.chromium.launch(
                 executable_path=CHROMIUM,
                 args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                       "--disable-component-update", "--disable-sync", "--no-first-run"],
             )
-            yield browser
-            browser.close()
+        return self.browser
+
+    def stop(self) -> None:
+        if self.browser is not None:
+            try:
+                self.browser.close()
+            finally:
+                self._playwright.stop()
+                if self._patch is not None:
+                    self._patch.undo()
+                self.browser = self._playwright = self._patch = None
+
+
+_CHROMIUM = _Chromium()
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[_Chromium]:
+    """One headless Chromium for the module's browser tests; each test gets its own context in it."""
+    yield _CHROMIUM
+    _CHROMIUM.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_browser_loop_beside_other_tests(request: pytest.FixtureRequest) -> None:
+    if "page" not in request.fixturenames:
+        _CHROMIUM.stop()
 
 
 @pytest.fixture
-def page(chromium: Any, site_url: str) -> Iterator[Any]:
+def page(chromium: _Chromium, site_url: str) -> Iterator[Any]:
     """A fresh tab in a fresh context (no cookies, no localStorage) at desktop size."""
     # bypass_csp: the tests judge the markup the panel builds, not a policy that might hide a mistake.
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    context = chromium.start().new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
     tab = context.new_page()
     tab.set_default_timeout(20_000)
     yield tab
