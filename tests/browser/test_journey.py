@@ -284,3 +284,33 @@ def test_the_panels_new_controls_have_no_serious_violations(
     assert not any(found.values()), "\n".join(
         f"[{scheme}]\n{describe_violations(violations)}" for scheme, violations in found.items() if violations
     )
+
+
+def test_a_name_that_is_markup_shows_as_text_in_a_steps_result_and_in_the_card(
+    page: Any, site_url: str, alice: Any, model_script: Callable[..., None], celery_worker: WorkerProcess
+) -> None:
+    """The XSS test proves nothing runs; this proves the name reached the step and the card, as text."""
+    name = "<img src=x onerror=alert(1)>"
+    evil = Project.objects.create(owner=alice, name=name)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, site_url, "alice")
+    page.click(".assistant-launcher")
+    page.wait_for_selector(f"{DOCK} [data-assistant-status].is-connected")
+
+    model_script({"tool_calls": [{"name": "tracker_project_list", "arguments": {}}]}, {"text": "One project."})
+    ask(page, "which projects do I have?", within=DOCK)
+    read = page.locator(f"{DOCK} .assistant-step.is-read").first
+    read.locator("summary").click()
+    expect(read).to_contain_text(name)
+
+    model_script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": evil.pk}}]},
+                 {"text": "Kept it."})
+    page.fill(f"{DOCK} [data-assistant-input]", "delete it")
+    page.press(f"{DOCK} [data-assistant-input]", "Enter")
+    expect(page.locator(f"{DOCK} .assistant-confirm [data-confirm-summary]")).to_contain_text(name, timeout=WAIT)
+    assert page.locator(f"{DOCK} [data-assistant-conversation] img").count() == 0
+    assert dialogs == []
+    page.click(f"{DOCK} .assistant-confirm [data-confirm='deny']")
+    wait_for_replies(page, 2, within=DOCK)
+    assert Project.objects.filter(pk=evil.pk).exists()
