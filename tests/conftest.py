@@ -26,6 +26,10 @@ from tests.fakes.openai_server import FakeOpenAIServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
+# The browser fixtures (Chromium, daphne on the test database, the scripted model's script), for
+# tests/test_browser.py and tests/browser/.
+pytest_plugins = ["tests.browser.harness"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # Channels runs database work in executor threads; persistent connections there would outlive
@@ -242,17 +246,18 @@ def _wait_for_other_sessions_to_leave(timeout: float = 5) -> None:
 
 
 @contextlib.contextmanager
-def daphne_on_test_database(django_db_blocker: Any) -> Iterator[int]:
+def daphne_on_test_database(django_db_blocker: Any, *, env: dict[str, str] | None = None) -> Iterator[int]:
     """daphne serving the site (HTTP and websockets) on the test database, with its default limits, as
-    `make run` starts it; yields its port."""
+    `make run` starts it; yields its port. `env` adds to its environment (e.g. ASSISTANT_MODEL)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
     with django_db_blocker.unblock():
-        env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings"}
+        server_env = {**os.environ, **(env or {}), "DATABASE_URL": _test_database_url(),
+                      "DJANGO_SETTINGS_MODULE": "tests.settings"}
     server = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
-        cwd=PROJECT_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=PROJECT_DIR, env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         wait_for(lambda: _accepts(port), timeout=30, what="daphne to listen")

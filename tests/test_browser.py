@@ -2,67 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from tests.conftest import PROJECT_DIR, WorkerProcess, daphne_on_test_database
+from tests.browser.harness import BROWSER_MARKS, ask, log_in
+from tests.conftest import PROJECT_DIR, WorkerProcess
 from tracker.models import Project, Task
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    # A developer's machine may lack Chromium; CI installs it, so there a missing browser is a failure.
-    pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="Debian's chromium is not installed"),
-]
-
-
-@pytest.fixture(scope="module")
-def site_url(session_worker: WorkerProcess, django_db_blocker: Any) -> Iterator[str]:
-    """daphne serving the site (HTTP and websockets) on the test database."""
-    with daphne_on_test_database(django_db_blocker) as port:
-        yield f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture
-def page(site_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    assert CHROMIUM, "Chromium is needed for the browser tests: apt-get install chromium"
-    # Playwright's sync API keeps an event loop in this thread; the test's own ORM calls are still
-    # plain synchronous code, which Django would otherwise refuse next to a running loop.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        page.set_default_timeout(20_000)
-        yield page
-        browser.close()
-
-
-def log_in(page: Any, site_url: str, username: str) -> None:
-    page.goto(site_url + "/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(site_url + "/")
-
-
-def ask(page: Any, text: str) -> None:
-    answered = page.locator(".assistant-message.is-assistant:not(.is-draft)").count()
-    page.fill("[data-assistant-input]", text)
-    page.keyboard.press("Enter")
-    page.wait_for_function(
-        f"document.querySelectorAll('.assistant-message.is-assistant:not(.is-draft)').length > {answered}"
-    )
+# The fixtures `page` and `site_url` (one Chromium per module; daphne on the test database with the site's
+# default model, the offline demo model) and the helpers come from tests/browser/harness.py.
+pytestmark = BROWSER_MARKS
 
 
 def test_a_person_asks_the_docked_assistant_and_approves_a_deletion(

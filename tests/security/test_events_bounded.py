@@ -13,9 +13,9 @@ from channels.layers import get_channel_layer
 
 from assistant.events import MAX_EVENT_BYTES, MAX_EVENT_STRING_CHARS, publisher, resync_event, user_group
 from assistant.models import AgentChat, AgentMessage
+from tests.browser.harness import CHROMIUM, log_in  # the `page` and `site_url` fixtures are the harness's too
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.sockets import connect, receive_until
-from tests.test_browser import CHROMIUM, log_in, page, site_url  # noqa: F401  (page and site_url are fixtures)
 from tracker.models import Project
 
 HUGE = 2**64  # one past what msgpack packs
@@ -125,7 +125,7 @@ def test_an_event_too_large_to_publish_becomes_a_resync_for_its_run_and_its_neig
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="Debian's chromium is not installed")
 @pytest.mark.django_db(transaction=True)
-def test_the_panel_reloads_the_chat_when_told_to_resync(page: Any, site_url: str, alice: Any) -> None:  # noqa: F811
+def test_the_panel_reloads_the_chat_when_told_to_resync(page: Any, site_url: str, alice: Any) -> None:
     log_in(page, site_url, "alice")
     page.click(".assistant-launcher")
     page.wait_for_selector("#assistant-dock .assistant-empty")  # the panel has loaded: no chat yet
