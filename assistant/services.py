@@ -27,6 +27,9 @@ from assistant.signals import request_cancel
 from assistant.tools.offer import resolve_scope
 from assistant.turn.lease import LeaseLost
 
+# A chat's title, as the person renames it (the model field's length).
+TITLE_MAX_CHARS = 200
+
 
 class Refused(Exception):
     """The request is understood but cannot be done now; `code` is stable, `message` is for people."""
@@ -135,7 +138,7 @@ def chat_send(
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
     _enqueue(run.pk, {"question": text, "embedder": config["embedder"]})
-    sent = run_event("assistant.sent", run, chat=chat_payload(chat), message=message_payload(message),
+    sent = run_event("assistant.sent", run, chat=chat_payload(chat, latest=message), message=message_payload(message),
                      run=run_payload(run), request_id=request_id)
     publish_to_user(user.pk, sent)
     return Sent(chat=chat, message=message, run=run)
@@ -202,9 +205,16 @@ def run_finish(
 def run_cancel(*, user: Any, run_id: int) -> AgentRun:
     """Stop a run. Queued or waiting runs end at once; a working run stops at its next step boundary
     (or within a moment while the model streams) and keeps the steps it took."""
-    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    # Only the run's row is locked, not the chat joined to see that it is not deleted: sends and
+    # deletes lock the chat first and the run second, and a worker's reply holds the run.
+    run = AgentRun.objects.for_user(user).select_for_update(of=("self",)).filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
+    return _cancel(run)
+
+
+def _cancel(run: AgentRun) -> AgentRun:
+    """Stop `run` (locked by the caller); see `run_cancel`."""
     if not run.is_active:
         return run
     if run.status == AgentRun.Status.RUNNING:
@@ -226,7 +236,7 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
     waiting on now (one already answered, another run's, one that asked nothing) is refused as
     `stale_confirmation` and changes nothing: an approval can never land on an action nobody saw.
     Another person's run or step answers exactly like a missing one."""
-    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    run = AgentRun.objects.for_user(user).select_for_update(of=("self",)).filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
     if not AgentStep.objects.for_user(user).filter(pk=step_id).exists():
@@ -247,6 +257,46 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
     publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
     _enqueue(run.pk)
     return run
+
+
+def _chat_locked(*, user: Any, chat_id: int) -> AgentChat:
+    """The person's chat, locked against a concurrent send, rename or delete. NO KEY UPDATE: a worker
+    adding a message or a step to the chat (a key-share lock on it) is not held up, and cannot deadlock
+    with this."""
+    chat = AgentChat.objects.for_user(user).select_for_update(no_key=True).filter(pk=chat_id).first()
+    if chat is None:
+        raise NotFound(f"No chat {chat_id!r}.")
+    return chat
+
+
+@transaction.atomic
+def chat_rename(*, user: Any, chat_id: int, title: str) -> AgentChat:
+    """Give the person's chat a new title (trimmed, 1 to TITLE_MAX_CHARS characters) and tell every socket
+    of theirs. Renaming is not activity: the chat keeps its place in the list and does not become current."""
+    text = title.strip()
+    if not 1 <= len(text) <= TITLE_MAX_CHARS:
+        raise Refused("bad_request", f"A chat's title must be 1 to {TITLE_MAX_CHARS} characters long (after trimming).")
+    chat = _chat_locked(user=user, chat_id=chat_id)
+    chat.title = text
+    chat.save(update_fields=["title"])
+    publish_to_user(user.pk, {"type": "assistant.chat_updated", "chat_id": chat.pk, "chat": chat_payload(chat)})
+    return chat
+
+
+@transaction.atomic
+def chat_delete(*, user: Any, chat_id: int) -> AgentChat:
+    """Delete the person's chat, for them: an active run in it is cancelled first (see `run_cancel`), then
+    the chat, its messages, runs and steps are gone from everything the person can reach (`for_user`),
+    and kept, untouched, for staff in the admin. Every socket of the person is told."""
+    chat = _chat_locked(user=user, chat_id=chat_id)
+    # After the chat's lock: a send that got it first has committed its run, and is cancelled here.
+    active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
+    if active is not None:
+        _cancel(active)
+    chat.deleted_at = timezone.now()
+    chat.save(update_fields=["deleted_at"])
+    publish_to_user(user.pk, {"type": "assistant.chat_deleted", "chat_id": chat.pk})
+    return chat
 
 
 @transaction.atomic
