@@ -4,17 +4,19 @@ seen by every tab, paging of older messages and the steps of past runs (docs/pro
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from channels.testing import WebsocketCommunicator
+from django.db import connection
 from django.utils import timezone
 
 from assistant import selectors
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send
+from assistant.services import chat_delete, chat_send
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.sockets import connect, receive_until
@@ -405,3 +407,49 @@ def test_a_page_with_steps_is_a_fixed_number_of_queries_however_many_runs(
     with django_assert_num_queries(3):  # messages, runs, steps
         page = selectors.chat_messages_page(chat=chat, limit=20, with_steps=True)
     assert len(page.runs) == 10 and all(len(page.steps[run.pk]) == 3 for run in page.runs)
+
+
+@pytest.mark.worker
+def test_a_send_racing_a_delete_never_leaves_a_message_or_a_live_run_in_the_deleted_chat(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    """The send and the delete each take the chat's lock: a send that gets it first is cancelled by the
+    delete; a send that comes second finds no chat. Never a run started in a chat already deleted."""
+    model = script(*[{"text": "ok"}] * 20)
+    outcomes: list[str] = []
+
+    def send(chat_id: int, start: threading.Barrier) -> None:
+        try:
+            start.wait()
+            chat_send(user=alice, content="racing", chat_id=chat_id)
+            outcomes.append("sent")
+        except selectors.NotFound:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    def delete(chat_id: int, start: threading.Barrier) -> None:
+        try:
+            start.wait()
+            chat_delete(user=alice, chat_id=chat_id)
+        finally:
+            connection.close()
+
+    chats = [make_chat(alice, f"race {i}", minutes=i) for i in range(8)]
+    with assistant_settings_with(MODEL=model):
+        for chat in chats:
+            start = threading.Barrier(2)
+            threads = [threading.Thread(target=send, args=(chat.pk, start)),
+                       threading.Thread(target=delete, args=(chat.pk, start))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=20)
+    assert len(outcomes) == len(chats)
+    for chat in chats:
+        chat.refresh_from_db()
+        assert chat.deleted_at is not None
+        for run in AgentRun.objects.filter(chat=chat):
+            assert run.created_at < chat.deleted_at  # sent before the delete, never after
+            wait_for_run(run.pk, "cancelled", "succeeded")
+        assert not AgentMessage.objects.filter(chat=chat, created_at__gt=chat.deleted_at, role="user").exists()
