@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from pgvector.django import VectorField
 
 
@@ -50,7 +51,11 @@ class AgentChat(models.Model):
     spec = models.CharField(max_length=100, default="default")
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Bumped when a message is sent in it: the most recently updated chat is the person's current one.
     updated_at = models.DateTimeField(auto_now=True, db_index=False)
+    # The time of its newest message, the person's or a reply (summaries aside): the order of the
+    # person's list of chats. Kept here, not computed, so the list is an index walk.
+    last_activity_at = models.DateTimeField(default=timezone.now)
     # Set when its person deletes it: the chat, its messages, runs and steps are then gone for them
     # (`for_user` never returns them) and kept as evidence for staff.
     deleted_at = models.DateTimeField(null=True, blank=True)
@@ -60,8 +65,9 @@ class AgentChat(models.Model):
     class Meta:
         ordering = ["-updated_at"]
         indexes = [
-            # A person's chats, most recently used first, walked page by page (selectors.chats_list).
-            models.Index(fields=["owner", "-updated_at", "-id"], name="chat_owner_activity",
+            models.Index(fields=["owner", "-updated_at"], name="chat_owner_recent"),
+            # A person's chats, newest activity first, walked page by page (selectors.chats_list).
+            models.Index(fields=["owner", "-last_activity_at", "-id"], name="chat_owner_activity",
                          condition=Q(deleted_at__isnull=True)),
         ]
 

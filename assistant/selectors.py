@@ -62,14 +62,14 @@ class ChatsPage:
 
 
 def chats_list(*, user: Any, before: int | None = None, limit: int = 30) -> ChatsPage:
-    """The person's chats, most recently used first (the order `chat_current` picks by: a chat moves up
-    when a message is sent in it), `limit` at a time, older than the chat `before` when given.
+    """The person's chats, newest activity first (the time of a chat's newest message, the person's or a
+    reply), `limit` at a time, after the chat `before` in that order when given.
 
     Two queries: the page, with each chat's newest message id beside it, and those messages."""
     chats = AgentChat.objects.for_user(user)
-    rows = chats if before is None else _older_than(chats, "updated_at", before)
+    rows = chats if before is None else _older_than(chats, "last_activity_at", before)
     newest = _shown_messages(OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
-    page = list(rows.annotate(latest_message_id=Subquery(newest)).order_by("-updated_at", "-id")[: limit + 1])
+    page = list(rows.annotate(latest_message_id=Subquery(newest)).order_by("-last_activity_at", "-id")[: limit + 1])
     if before is not None and not page and not chats.filter(pk=before).exists():
         raise CursorNotFound(f"No chat {before!r}.")
     has_more = len(page) > limit

@@ -4,7 +4,7 @@ events, and enqueues work, only after that transaction commits."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -125,7 +125,6 @@ def chat_send(
             _supersede(active)
         if not chat.title:
             chat.title = text[:80]
-        chat.save(update_fields=["title", "updated_at"])  # also marks it the person's current chat
 
     config = run_config()
     run = AgentRun.objects.create(
@@ -135,6 +134,9 @@ def chat_send(
         client_origin=sent_from.origin if sent_from else "",
     )
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
+    # Marks it the person's current chat (updated_at), and its newest activity is this message.
+    chat.last_activity_at = message.created_at
+    chat.save(update_fields=["title", "updated_at", "last_activity_at"])
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
     _enqueue(run.pk, {"question": text, "embedder": config["embedder"]})
@@ -257,6 +259,15 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
     publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
     _enqueue(run.pk)
     return run
+
+
+def chat_activity_record(*, chat_id: int, at: datetime) -> None:
+    """A reply written at `at` is its chat's newest activity (the order of the person's list of chats).
+
+    Called after the reply has committed, as a statement of its own: a worker finishing its run holds
+    the run's row, and a send or a delete that holds the chat's row may be waiting for it. Waiting here
+    for the chat's row, with the run's still held, would close that circle."""
+    AgentChat.objects.filter(pk=chat_id, last_activity_at__lt=at).update(last_activity_at=at)
 
 
 def _chat_locked(*, user: Any, chat_id: int) -> AgentChat:

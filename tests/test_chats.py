@@ -17,7 +17,7 @@ from django.utils import timezone
 from assistant import selectors
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.services import chat_delete, chat_send
-from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.sockets import connect, receive_until
 from tracker.models import Project
@@ -28,8 +28,8 @@ BASE = timezone.now() - timedelta(days=30)
 
 
 def make_chat(owner: Any, title: str, *, minutes: float, messages: Sequence[str] = ()) -> AgentChat:
-    """A chat last used `minutes` after BASE, holding `messages` (alternately the person's and replies),
-    one second apart and ending at that moment."""
+    """A chat last used `minutes` after BASE (its newest activity, and when a message was last sent in it),
+    holding `messages` (alternately the person's and replies), one second apart and ending at that moment."""
     chat = AgentChat.objects.create(owner=owner, title=title)
     used = BASE + timedelta(minutes=minutes)
     for index, content in enumerate(messages):
@@ -37,7 +37,7 @@ def make_chat(owner: Any, title: str, *, minutes: float, messages: Sequence[str]
         message = AgentMessage.objects.create(chat=chat, owner=owner, role=role, content=content)
         at = used - timedelta(seconds=len(messages) - 1 - index)
         AgentMessage.objects.filter(pk=message.pk).update(created_at=at)
-    AgentChat.objects.filter(pk=chat.pk).update(updated_at=used)
+    AgentChat.objects.filter(pk=chat.pk).update(updated_at=used, last_activity_at=used)
     chat.refresh_from_db()
     return chat
 
@@ -71,7 +71,7 @@ def test_the_list_pages_through_every_chat_newest_activity_first_each_exactly_on
     gone = make_chat(alice, "deleted", minutes=100)
     AgentChat.objects.filter(pk=gone.pk).update(deleted_at=timezone.now())
     make_chat(bob, "bob's", minutes=50)
-    expected = [c.pk for c in sorted([*chats, *twins], key=lambda c: (c.updated_at, c.pk), reverse=True)]
+    expected = [c.pk for c in sorted([*chats, *twins], key=lambda c: (c.last_activity_at, c.pk), reverse=True)]
 
     pages: list[dict[str, Any]] = []
 
@@ -108,7 +108,7 @@ def test_each_listed_chat_shows_its_last_activity_and_a_preview_of_its_newest_me
         first, second = listed["chats"]
         assert first["last_activity"] == newest.created_at.isoformat()
         assert first["preview"] == ("Here is what I found: " + "x" * 200)[:120]
-        assert second["last_activity"] == silent.updated_at.isoformat() and second["preview"] == ""
+        assert second["last_activity"] == silent.last_activity_at.isoformat() and second["preview"] == ""
         assert listed["has_more"] is False
 
     run_socket(alice, scenario)
@@ -178,7 +178,7 @@ def test_a_rename_in_one_tab_is_seen_in_the_other_and_bad_titles_change_nothing(
     renamed = AgentChat.objects.get(pk=chat.pk)
     assert renamed.title == "y" * 200
     # Renaming is not using: the chat keeps its place and the newer chat stays current.
-    assert renamed.updated_at == chat.updated_at
+    assert (renamed.updated_at, renamed.last_activity_at) == (chat.updated_at, chat.last_activity_at)
     assert selectors.chat_current(user=alice) == other
 
 
@@ -453,3 +453,32 @@ def test_a_send_racing_a_delete_never_leaves_a_message_or_a_live_run_in_the_dele
             assert run.created_at < chat.deleted_at  # sent before the delete, never after
             wait_for_run(run.pk, "cancelled", "succeeded")
         assert not AgentMessage.objects.filter(chat=chat, created_at__gt=chat.deleted_at, role="user").exists()
+
+
+@pytest.mark.worker
+def test_a_reply_moves_its_chat_up_the_list_and_the_current_chat_stays_where_the_person_last_wrote(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    slow = script({"tool_calls": [{"name": "test_wait", "arguments": {"seconds": 1.5}}]}, {"text": "Waited."})
+    quick = script({"text": "Quick."})
+    with assistant_settings_with(MODEL=slow):
+        waited = chat_send(user=alice, content="wait a bit", new_chat=True).run
+    with assistant_settings_with(MODEL=quick):
+        answered = chat_send(user=alice, content="quick one", new_chat=True).run
+    wait_for_run(answered.pk, "succeeded")
+    assert [chat.pk for chat in selectors.chats_list(user=alice).chats] == [answered.chat_id, waited.chat_id]
+    wait_for_run(waited.pk, "succeeded")
+    # The reply is recorded as its chat's activity right after it commits.
+    wait_for(lambda: selectors.chats_list(user=alice).chats[0].pk == waited.chat_id, timeout=5,
+             what="the chat with the later reply to come first")
+    reply = AgentMessage.objects.get(run=waited, role="assistant")
+
+    async def scenario(socket: WebsocketCommunicator) -> None:
+        listed = await ask(socket, {"type": "assistant.chats"})
+        assert [chat["id"] for chat in listed["chats"]] == [waited.chat_id, answered.chat_id]
+        assert listed["chats"][0]["last_activity"] == reply.created_at.isoformat()
+        assert listed["chats"][0]["preview"] == "Waited."
+        loaded = await ask(socket, {"type": "assistant.load"})
+        assert loaded["chat"]["id"] == answered.chat_id
+
+    run_socket(alice, scenario)
