@@ -39,8 +39,9 @@ class AgentStepInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(AgentChat)
 class AgentChatAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("__str__", "owner", "spec", "created_at", "updated_at")
-    list_filter = ("spec",)
+    # A chat its person deleted is still here, with its messages, runs and steps: deleted_at says when.
+    list_display = ("__str__", "owner", "spec", "created_at", "updated_at", "deleted_at")
+    list_filter = ("spec", ("deleted_at", admin.EmptyFieldListFilter))
     search_fields = ("title", "owner__username")
     date_hierarchy = "updated_at"
     list_select_related = ("owner",)

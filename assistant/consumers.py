@@ -35,6 +35,9 @@ CLOSE_UNAUTHENTICATED = 4401
 MAX_ID = 2**63 - 1
 # ASCII digits only: "²" passes str.isdigit() but int() refuses it, and "٣" would name row 3.
 _ID_TEXT = re.compile(r"[0-9]{1,19}")
+# Pages of `assistant.load` (messages) and `assistant.chats` (chats): default and largest sizes.
+LOAD_LIMIT_DEFAULT, LOAD_LIMIT_MAX = 50, 200
+CHATS_LIMIT_DEFAULT, CHATS_LIMIT_MAX = 30, 100
 # Nothing a client sends needs more; deeper frames are refused before anything walks them recursively.
 MAX_FRAME_DEPTH = 32
 # What it takes to reach Redis (the broker and the channel layer) or PostgreSQL, failing.
@@ -70,6 +73,24 @@ def _id(content: dict[str, Any], key: str, *, required: bool) -> int | None:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
         raise BadRequest("bad_request", f'"{key}" must be a positive integer id.')
+    return value
+
+
+def _limit(content: dict[str, Any], *, default: int, maximum: int) -> int:
+    value = content.get("limit")
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise BadRequest("bad_request", f'"limit" must be an integer from 1 to {maximum}.')
+    return value
+
+
+def _flag(content: dict[str, Any], key: str) -> bool:
+    value = content.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise BadRequest("bad_request", f'"{key}" must be true or false.')
     return value
 
 
@@ -151,25 +172,52 @@ def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, 
             raise
         logger.warning("Run %s is stored but could not be started now; the sweeper will start it", sent.run.pk,
                        exc_info=True)
-        return run_event("assistant.sent", sent.run, chat=chat_payload(sent.chat),
+        return run_event("assistant.sent", sent.run, chat=chat_payload(sent.chat, latest=sent.message),
                          message=message_payload(sent.message), run=run_payload(sent.run), request_id=request_id)
     return None
 
 
-def _chat_state(user: Any, chat_id: int | None) -> dict[str, Any]:
+def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, limit: int = LOAD_LIMIT_DEFAULT,
+                with_steps: bool = False) -> dict[str, Any]:
+    """`assistant.messages_loaded`: the chat (the current one without `chat_id`), the newest `limit`
+    messages older than the message `before` (the newest overall without it), its active run and that
+    run's steps and pending question; with `with_steps`, also the runs of the returned messages and
+    their steps."""
     chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
     if chat is None:
-        return {"type": "assistant.messages_loaded", "chat": None, "messages": [], "active_run": None,
-                "steps": [], "pending_confirmation": None}
+        state: dict[str, Any] = {"type": "assistant.messages_loaded", "chat": None, "messages": [],
+                                 "active_run": None, "steps": [], "pending_confirmation": None,
+                                 "has_more": False, "before": before}
+        if with_steps:
+            state["runs"] = []
+        return state
+    page = selectors.chat_messages_page(chat=chat, before=before, limit=limit, with_steps=with_steps)
     run = selectors.chat_active_run(chat=chat)
     pending = selectors.run_pending_confirmation(run=run) if run is not None else None
-    return {
+    # The newest page ends with the chat's newest message: no second look for the chat's preview.
+    latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
+    state = {
         "type": "assistant.messages_loaded",
-        "chat": chat_payload(chat),
-        "messages": [message_payload(message) for message in selectors.chat_messages(chat=chat)],
+        "chat": chat_payload(chat, **latest),
+        "messages": [message_payload(message) for message in page.messages],
+        "has_more": page.has_more,
+        "before": before,
         "active_run": run_payload(run) if run is not None else None,
         "steps": [step_payload(step) for step in selectors.run_steps(run=run)] if run is not None else [],
         "pending_confirmation": step_payload(pending) if pending is not None else None,
+    }
+    if with_steps:
+        state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]]}
+                         for past in page.runs]
+    return state
+
+
+def _chats_listed(user: Any, *, before: int | None, limit: int) -> dict[str, Any]:
+    page = selectors.chats_list(user=user, before=before, limit=limit)
+    return {
+        "type": "assistant.chats_listed",
+        "chats": [chat_payload(chat, latest=page.latest.get(chat.pk)) for chat in page.chats],
+        "has_more": page.has_more,
     }
 
 
@@ -266,6 +314,9 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             "assistant.confirm": self.on_confirm,
             "assistant.load": self.on_load,
             "assistant.feedback": self.on_feedback,
+            "assistant.chats": self.on_chats,
+            "assistant.chat_rename": self.on_chat_rename,
+            "assistant.chat_delete": self.on_chat_delete,
         }
         handler = handlers.get(content["type"])
         request_id = content.get("request_id")
@@ -277,7 +328,9 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         except (BadRequest, services.Refused) as exc:
             await self.send_error(exc.code, exc.message, request_id)
         except selectors.NotFound as exc:
-            if content["type"] == "assistant.load":
+            # A load names a chat: a chat that is not the person's fails the thread. A paging cursor
+            # that names nothing of theirs is an error like any other missing id.
+            if content["type"] == "assistant.load" and not isinstance(exc, selectors.CursorNotFound):
                 await self.send_json({"type": "assistant.thread_failed", "chat_id": content.get("chat_id"),
                                       "error": "That conversation does not exist.", "request_id": request_id})
             else:
@@ -344,9 +397,36 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_load(self, content: dict[str, Any]) -> None:
         chat_id = _id(content, "chat_id", required=False)
-        state = await database_sync_to_async(_chat_state)(self.user, chat_id)
+        before = _id(content, "before", required=False)
+        if before is not None and chat_id is None:
+            # A page of history belongs to one chat; "the current chat" may have changed since the last page.
+            raise BadRequest("bad_request", '"before" needs the "chat_id" of the chat being paged.')
+        limit = _limit(content, default=LOAD_LIMIT_DEFAULT, maximum=LOAD_LIMIT_MAX)
+        with_steps = _flag(content, "steps")
+        state = await database_sync_to_async(_chat_state)(self.user, chat_id, before=before, limit=limit,
+                                                          with_steps=with_steps)
         state["request_id"] = content.get("request_id")
         await self.send_json(state)
+
+    async def on_chats(self, content: dict[str, Any]) -> None:
+        before = _id(content, "before", required=False)
+        limit = _limit(content, default=CHATS_LIMIT_DEFAULT, maximum=CHATS_LIMIT_MAX)
+        listed = await database_sync_to_async(_chats_listed)(self.user, before=before, limit=limit)
+        listed["request_id"] = content.get("request_id")
+        await self.send_json(listed)
+
+    async def on_chat_rename(self, content: dict[str, Any]) -> None:
+        chat_id = _id(content, "chat_id", required=True)
+        title = content.get("title")
+        if not isinstance(title, str):
+            raise BadRequest("bad_request", '"title" must be a string.')
+        if "\x00" in title:  # PostgreSQL text cannot hold it
+            raise BadRequest("bad_request", '"title" must not contain NUL characters.')
+        await database_sync_to_async(services.chat_rename)(user=self.user, chat_id=chat_id, title=title)
+
+    async def on_chat_delete(self, content: dict[str, Any]) -> None:
+        chat_id = _id(content, "chat_id", required=True)
+        await database_sync_to_async(services.chat_delete)(user=self.user, chat_id=chat_id)
 
     async def assistant_events(self, message: dict[str, Any]) -> None:
         """Events for this person from a worker or another socket, relayed one by one, in order."""

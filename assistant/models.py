@@ -8,22 +8,40 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 from pgvector.django import VectorField
 
 
 class OwnedQuerySet(models.QuerySet):
-    """Rows whose `owner_path` is the given user; nothing for anonymous users."""
+    """Rows whose `owner_path` is the given user; nothing for anonymous users. A row that belongs to a
+    chat its person deleted (`chat_path` names the chat's deleted_at) is gone for them too: only staff,
+    in the admin, still see it."""
 
     owner_path = "owner"
+    deleted_path: str | None = None
 
     def for_user(self, user: Any) -> OwnedQuerySet:
         if user is None or not getattr(user, "is_authenticated", False):
             return self.none()
-        return self.filter(**{self.owner_path: user})
+        rows = self.filter(**{self.owner_path: user})
+        if self.deleted_path is not None:
+            rows = rows.filter(**{f"{self.deleted_path}__isnull": True})
+        return rows
+
+
+class ChatQuerySet(OwnedQuerySet):
+    deleted_path = "deleted_at"
+
+
+class ChatPartQuerySet(OwnedQuerySet):
+    """Messages and runs: gone for their person with their chat."""
+
+    deleted_path = "chat__deleted_at"
 
 
 class StepQuerySet(OwnedQuerySet):
     owner_path = "run__owner"
+    deleted_path = "run__chat__deleted_at"
 
 
 class AgentChat(models.Model):
@@ -33,13 +51,25 @@ class AgentChat(models.Model):
     spec = models.CharField(max_length=100, default="default")
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Bumped when a message is sent in it: the most recently updated chat is the person's current one.
     updated_at = models.DateTimeField(auto_now=True, db_index=False)
+    # The time of its newest message, the person's or a reply (summaries aside): the order of the
+    # person's list of chats. Kept here, not computed, so the list is an index walk.
+    last_activity_at = models.DateTimeField(default=timezone.now)
+    # Set when its person deletes it: the chat, its messages, runs and steps are then gone for them
+    # (`for_user` never returns them) and kept as evidence for staff.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
-    objects = OwnedQuerySet.as_manager()
+    objects = ChatQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "-updated_at"], name="chat_owner_recent")]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"], name="chat_owner_recent"),
+            # A person's chats, newest activity first, walked page by page (selectors.chats_list).
+            models.Index(fields=["owner", "-last_activity_at", "-id"], name="chat_owner_activity",
+                         condition=Q(deleted_at__isnull=True)),
+        ]
 
     def __str__(self) -> str:
         return self.title or f"Chat {self.pk}"
@@ -62,7 +92,7 @@ class AgentMessage(models.Model):
     covers_through = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = OwnedQuerySet.as_manager()
+    objects = ChatPartQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -131,7 +161,7 @@ class AgentRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
 
-    objects = OwnedQuerySet.as_manager()
+    objects = ChatPartQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

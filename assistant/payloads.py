@@ -7,6 +7,7 @@ from typing import Any
 
 from assistant.markdown import render_markdown
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.selectors import chat_latest_message
 from assistant.tools.declarations import ViewTool
 from assistant.tools.registry import registry
 
@@ -15,10 +16,22 @@ def _time(value: datetime | None) -> str | None:
     return value.isoformat() if value else None
 
 
-def chat_payload(chat: AgentChat) -> dict[str, Any]:
+# The `preview` of a chat: the start of its newest message, on one line.
+PREVIEW_CHARS = 120
+_LOOK_UP: Any = object()
+
+
+def chat_payload(chat: AgentChat, *, latest: AgentMessage | None = _LOOK_UP) -> dict[str, Any]:
+    """The chat, with its last activity (the time of its newest message, the order of the person's list)
+    and a preview of that message. `latest` is that message (None: the chat has none) when the caller
+    has it already; otherwise it is looked up (one query)."""
+    if latest is _LOOK_UP:
+        latest = chat_latest_message(chat=chat)
     return {
         "id": chat.pk, "title": chat.title, "spec": chat.spec,
         "created_at": _time(chat.created_at), "updated_at": _time(chat.updated_at),
+        "last_activity": _time(chat.last_activity_at),
+        "preview": " ".join(latest.content.split())[:PREVIEW_CHARS] if latest is not None else "",
     }
 
 

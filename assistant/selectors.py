@@ -1,14 +1,22 @@
-"""Reads for the consumer, the pages and the run loop. Everything is scoped to one owner."""
+"""Reads for the consumer, the pages and the run loop. Everything is scoped to one owner, and a chat its
+person deleted is gone for them: `for_user` never returns it, its messages, runs or steps."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
+
+from django.db.models import OuterRef, QuerySet, Subquery
 
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 
 
 class NotFound(Exception):
     """The row does not exist or is not the person's: the two are indistinguishable on purpose."""
+
+
+class CursorNotFound(NotFound):
+    """A paging cursor (`before`) that names no row of the person's in what is being paged."""
 
 
 def chat_current(*, user: Any) -> AgentChat | None:
@@ -30,11 +38,91 @@ def run_get(*, user: Any, run_id: Any) -> AgentRun:
         raise NotFound(f"No run {run_id!r}.") from None
 
 
+def _shown_messages(chat_id: Any) -> QuerySet[AgentMessage]:
+    """What the person sees of a chat: their messages and the replies (summaries are the assistant's own notes)."""
+    return AgentMessage.objects.filter(chat_id=chat_id).exclude(role=AgentMessage.Role.SUMMARY)
+
+
+def _older_than(rows: QuerySet[Any], time_field: str, cursor_id: int) -> QuerySet[Any]:
+    """`rows` that come before the row `cursor_id` of `rows` in (time_field, id) order, newest first.
+
+    The cursor's time is a subquery, so the page stays one query, and the bound `time_field <= that time`
+    lets the database walk its (…, time, id) index from the cursor instead of filtering from the top.
+    A cursor that is not among `rows` gives no rows (the caller then says why)."""
+    cursor_time = Subquery(rows.filter(pk=cursor_id).values(time_field)[:1])
+    return rows.filter(**{f"{time_field}__lte": cursor_time}).exclude(**{time_field: cursor_time, "id__gte": cursor_id})
+
+
+@dataclass(frozen=True)
+class ChatsPage:
+    chats: list[AgentChat]
+    # The newest message the person sees in each chat of the page, by chat id (absent: none yet).
+    latest: dict[int, AgentMessage]
+    has_more: bool
+
+
+def chats_list(*, user: Any, before: int | None = None, limit: int = 30) -> ChatsPage:
+    """The person's chats, newest activity first (the time of a chat's newest message, the person's or a
+    reply), `limit` at a time, after the chat `before` in that order when given.
+
+    Two queries: the page, with each chat's newest message id beside it, and those messages."""
+    chats = AgentChat.objects.for_user(user)
+    rows = chats if before is None else _older_than(chats, "last_activity_at", before)
+    newest = _shown_messages(OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
+    page = list(rows.annotate(latest_message_id=Subquery(newest)).order_by("-last_activity_at", "-id")[: limit + 1])
+    if before is not None and not page and not chats.filter(pk=before).exists():
+        raise CursorNotFound(f"No chat {before!r}.")
+    has_more = len(page) > limit
+    page = page[:limit]
+    wanted = [chat.latest_message_id for chat in page if chat.latest_message_id is not None]
+    latest = ({message.chat_id: message for message in AgentMessage.objects.filter(pk__in=wanted).order_by()}
+              if wanted else {})
+    return ChatsPage(chats=page, latest=latest, has_more=has_more)
+
+
+def chat_latest_message(*, chat: AgentChat) -> AgentMessage | None:
+    return _shown_messages(chat.pk).order_by("-created_at", "-id").first()
+
+
 def chat_messages(*, chat: AgentChat) -> list[AgentMessage]:
-    """What the person sees: their messages and the replies (summaries are the assistant's own notes)."""
+    """Every message the person sees in the chat, oldest first."""
     # The run comes along: a reply's payload carries the feedback stored on it.
-    messages = chat.messages.exclude(role=AgentMessage.Role.SUMMARY).select_related("run")
-    return list(messages.order_by("created_at", "id"))
+    return list(_shown_messages(chat.pk).select_related("run").order_by("created_at", "id"))
+
+
+@dataclass(frozen=True)
+class MessagesPage:
+    messages: list[AgentMessage]  # oldest first
+    has_more: bool
+    # With steps: the runs those messages belong to (oldest first), and each run's steps by run id.
+    runs: list[AgentRun] = field(default_factory=list)
+    steps: dict[int, list[AgentStep]] = field(default_factory=dict)
+
+
+def chat_messages_page(
+    *, chat: AgentChat, before: int | None = None, limit: int = 50, with_steps: bool = False
+) -> MessagesPage:
+    """The newest `limit` messages of the chat older than the message `before` (every message when
+    `before` is None), oldest first, and whether older ones exist. `with_steps` adds the runs of those
+    messages and their steps: one query for the runs, one for the steps."""
+    shown = _shown_messages(chat.pk)
+    rows = shown if before is None else _older_than(shown, "created_at", before)
+    # The run comes along: a reply's payload carries the feedback stored on it.
+    page = list(rows.select_related("run").order_by("-created_at", "-id")[: limit + 1])
+    if before is not None and not page and not shown.filter(pk=before).exists():
+        raise CursorNotFound(f"No message {before!r} in this chat.")
+    has_more = len(page) > limit
+    messages = page[:limit][::-1]
+    if not with_steps:
+        return MessagesPage(messages=messages, has_more=has_more)
+    run_ids = {message.run_id for message in messages if message.run_id is not None}
+    if not run_ids:
+        return MessagesPage(messages=messages, has_more=has_more)
+    runs = list(AgentRun.objects.filter(chat=chat, pk__in=run_ids).order_by("created_at", "id"))
+    steps: dict[int, list[AgentStep]] = {run.pk: [] for run in runs}
+    for step in AgentStep.objects.filter(run_id__in=steps.keys()).order_by("run_id", "seq"):
+        steps[step.run_id].append(step)
+    return MessagesPage(messages=messages, has_more=has_more, runs=runs, steps=steps)
 
 
 def chat_active_run(*, chat: AgentChat) -> AgentRun | None:

@@ -4,7 +4,7 @@ events, and enqueues work, only after that transaction commits."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -33,6 +33,9 @@ from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
 from assistant.tools.offer import resolve_scope
 from assistant.turn.lease import LeaseLost
+
+# A chat's title, as the person renames it (the model field's length).
+TITLE_MAX_CHARS = 200
 
 
 class Refused(Exception):
@@ -129,7 +132,6 @@ def chat_send(
             _supersede(active)
         if not chat.title:
             chat.title = text[:80]
-        chat.save(update_fields=["title", "updated_at"])  # also marks it the person's current chat
 
     config = run_config()
     run = AgentRun.objects.create(
@@ -139,10 +141,13 @@ def chat_send(
         client_origin=sent_from.origin if sent_from else "",
     )
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
+    # Marks it the person's current chat (updated_at), and its newest activity is this message.
+    chat.last_activity_at = message.created_at
+    chat.save(update_fields=["title", "updated_at", "last_activity_at"])
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
     _enqueue(run.pk, {"question": text, "embedder": config["embedder"]})
-    sent = run_event("assistant.sent", run, chat=chat_payload(chat), message=message_payload(message),
+    sent = run_event("assistant.sent", run, chat=chat_payload(chat, latest=message), message=message_payload(message),
                      run=run_payload(run), request_id=request_id)
     publish_to_user(user.pk, sent)
     return Sent(chat=chat, message=message, run=run)
@@ -209,9 +214,16 @@ def run_finish(
 def run_cancel(*, user: Any, run_id: int) -> AgentRun:
     """Stop a run. Queued or waiting runs end at once; a working run stops at its next step boundary
     (or within a moment while the model streams) and keeps the steps it took."""
-    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    # Only the run's row is locked, not the chat joined to see that it is not deleted: sends and
+    # deletes lock the chat first and the run second, and a worker's reply holds the run.
+    run = AgentRun.objects.for_user(user).select_for_update(of=("self",)).filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
+    return _cancel(run)
+
+
+def _cancel(run: AgentRun) -> AgentRun:
+    """Stop `run` (locked by the caller); see `run_cancel`."""
     if not run.is_active:
         return run
     if run.status == AgentRun.Status.RUNNING:
@@ -233,7 +245,7 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
     waiting on now (one already answered, another run's, one that asked nothing) is refused as
     `stale_confirmation` and changes nothing: an approval can never land on an action nobody saw.
     Another person's run or step answers exactly like a missing one."""
-    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    run = AgentRun.objects.for_user(user).select_for_update(of=("self",)).filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
     if not AgentStep.objects.for_user(user).filter(pk=step_id).exists():
@@ -292,6 +304,55 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
         feedback=feedback_payload(run),
     ))
     return run
+
+
+def chat_activity_record(*, chat_id: int, at: datetime) -> None:
+    """A reply written at `at` is its chat's newest activity (the order of the person's list of chats).
+
+    Called after the reply has committed, as a statement of its own: a worker finishing its run holds
+    the run's row, and a send or a delete that holds the chat's row may be waiting for it. Waiting here
+    for the chat's row, with the run's still held, would close that circle."""
+    AgentChat.objects.filter(pk=chat_id, last_activity_at__lt=at).update(last_activity_at=at)
+
+
+def _chat_locked(*, user: Any, chat_id: int) -> AgentChat:
+    """The person's chat, locked against a concurrent send, rename or delete. NO KEY UPDATE: a worker
+    adding a message or a step to the chat (a key-share lock on it) is not held up, and cannot deadlock
+    with this."""
+    chat = AgentChat.objects.for_user(user).select_for_update(no_key=True).filter(pk=chat_id).first()
+    if chat is None:
+        raise NotFound(f"No chat {chat_id!r}.")
+    return chat
+
+
+@transaction.atomic
+def chat_rename(*, user: Any, chat_id: int, title: str) -> AgentChat:
+    """Give the person's chat a new title (trimmed, 1 to TITLE_MAX_CHARS characters) and tell every socket
+    of theirs. Renaming is not activity: the chat keeps its place in the list and does not become current."""
+    text = title.strip()
+    if not 1 <= len(text) <= TITLE_MAX_CHARS:
+        raise Refused("bad_request", f"A chat's title must be 1 to {TITLE_MAX_CHARS} characters long (after trimming).")
+    chat = _chat_locked(user=user, chat_id=chat_id)
+    chat.title = text
+    chat.save(update_fields=["title"])
+    publish_to_user(user.pk, {"type": "assistant.chat_updated", "chat_id": chat.pk, "chat": chat_payload(chat)})
+    return chat
+
+
+@transaction.atomic
+def chat_delete(*, user: Any, chat_id: int) -> AgentChat:
+    """Delete the person's chat, for them: an active run in it is cancelled first (see `run_cancel`), then
+    the chat, its messages, runs and steps are gone from everything the person can reach (`for_user`),
+    and kept, untouched, for staff in the admin. Every socket of the person is told."""
+    chat = _chat_locked(user=user, chat_id=chat_id)
+    # After the chat's lock: a send that got it first has committed its run, and is cancelled here.
+    active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
+    if active is not None:
+        _cancel(active)
+    chat.deleted_at = timezone.now()
+    chat.save(update_fields=["deleted_at"])
+    publish_to_user(user.pk, {"type": "assistant.chat_deleted", "chat_id": chat.pk})
+    return chat
 
 
 @transaction.atomic

@@ -15,7 +15,7 @@ from django.db import transaction
 from assistant.events import publish_to_user
 from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
-from assistant.services import run_finish
+from assistant.services import chat_activity_record, run_finish
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
 from assistant.turn.fence import insert_fenced, update_fenced
@@ -120,6 +120,10 @@ class StepJournal:
             run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps, holder=self.holder)
             message = AgentMessage.objects.create(
                 chat_id=run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT, content=reply, run=run
+            )
+            # Before the event goes out, so that a list of chats asked for on it has the chat in its place.
+            transaction.on_commit(
+                lambda: chat_activity_record(chat_id=run.chat_id, at=message.created_at), robust=True
             )
             publish_to_user(run.owner_id, run_event(
                 "assistant.replied", run, message=message_payload(message), run=run_payload(run)

@@ -85,10 +85,15 @@ def test_a_frame_that_once_closed_the_socket_gets_an_error_and_the_socket_answer
 
 # --- arbitrary frames --------------------------------------------------------------------------
 
-EVENT_TYPES = ["assistant.ping", "assistant.send", "assistant.cancel", "assistant.confirm", "assistant.load"]
-FIELDS = ["content", "chat_id", "run_id", "approve", "new_chat", "id", "request_id"]
+EVENT_TYPES = ["assistant.ping", "assistant.send", "assistant.cancel", "assistant.confirm", "assistant.load",
+               "assistant.chats", "assistant.chat_rename", "assistant.chat_delete"]
+FIELDS = ["content", "chat_id", "run_id", "approve", "new_chat", "id", "request_id", "title", "before", "limit",
+          "steps"]
 # What answers a frame on the socket itself; everything else arrives through the person's group.
-DIRECT_ANSWERS = {"assistant.error", "assistant.pong", "assistant.messages_loaded", "assistant.thread_failed"}
+DIRECT_ANSWERS = {"assistant.error", "assistant.pong", "assistant.messages_loaded", "assistant.thread_failed",
+                  "assistant.chats_listed"}
+# Events whose success is told through the person's group only (it may arrive after the next pong).
+ANSWERED_THROUGH_THE_GROUP = {"assistant.send", "assistant.cancel", "assistant.chat_rename", "assistant.chat_delete"}
 
 odd_text = st.one_of(
     st.text(st.characters(exclude_categories=()), max_size=12),  # surrogates included
@@ -115,7 +120,14 @@ plausible_events = st.one_of(
                           optional={"new_chat": st.booleans(), "chat_id": ids, "request_id": json_values}),
     st.fixed_dictionaries({"type": st.sampled_from(["assistant.cancel", "assistant.confirm"]), "run_id": ids},
                           optional={"approve": st.booleans()}),
-    st.fixed_dictionaries({"type": st.just("assistant.load")}, optional={"chat_id": ids}),
+    st.fixed_dictionaries({"type": st.just("assistant.load")},
+                          optional={"chat_id": ids, "before": ids, "limit": st.integers(-1, 300) | json_values,
+                                    "steps": st.booleans() | json_values}),
+    st.fixed_dictionaries({"type": st.just("assistant.chats")},
+                          optional={"before": ids, "limit": st.integers(-1, 120) | json_values}),
+    st.fixed_dictionaries({"type": st.just("assistant.chat_rename"), "chat_id": ids},
+                          optional={"title": st.text(max_size=210) | json_values}),
+    st.fixed_dictionaries({"type": st.just("assistant.chat_delete"), "chat_id": ids}),
 )
 
 
@@ -172,7 +184,7 @@ def test_arbitrary_frames_are_each_answered_and_the_socket_stays_open(
         if direct:
             return
         sent = json.loads(frame["text_data"]) if "text_data" in frame else None
-        assert isinstance(sent, dict) and sent.get("type") in {"assistant.send", "assistant.cancel"}, (
+        assert isinstance(sent, dict) and sent.get("type") in ANSWERED_THROUGH_THE_GROUP, (
             f"no answer to {str(frame)[:300]}: {answers}"
         )
         accepted_sends += sent["type"] == "assistant.send"
