@@ -76,7 +76,8 @@ def test_a_person_asks_the_docked_assistant_and_approves_a_deletion(
 
     ask(page, "what are my open tasks?")
     assert "Fix the tap" in page.inner_text("#assistant-dock [data-assistant-thread]")
-    assert "tracker_task_list — read" in page.inner_text("#assistant-dock .assistant-steps")
+    # The step says what it did in words, not the tool's name.
+    assert "Read 1 task" in page.inner_text("#assistant-dock .assistant-steps")
 
     page.fill("[data-assistant-input]", "delete the project Home")
     page.keyboard.press("Enter")
@@ -89,3 +90,30 @@ def test_a_person_asks_the_docked_assistant_and_approves_a_deletion(
     page.wait_for_function("document.querySelectorAll('.assistant-message.is-assistant:not(.is-draft)').length >= 2")
     assert not Project.objects.filter(pk=home.pk).exists()
     page.screenshot(path=str(PROJECT_DIR / ".data" / "browser-conversation.png"))
+
+
+def open_dock(page: Any) -> None:
+    page.click(".assistant-launcher")
+    page.wait_for_selector("#assistant-dock .assistant-status.is-connected")
+
+
+def test_after_a_reload_with_a_pending_approval_the_input_works_and_the_button_says_send(
+    page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess
+) -> None:
+    Project.objects.create(owner=alice, name="Home")
+    log_in(page, site_url, "alice")
+    open_dock(page)
+    page.fill("[data-assistant-input]", "delete the project Home")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".assistant-confirm")
+    page.reload()
+    page.wait_for_selector(".assistant-confirm")
+    assert page.inner_text("[data-assistant-send]") == "Send"
+    # A new message instead of an answer: it is sent (and supersedes the question), not swallowed.
+    page.fill("[data-assistant-input]", "what are my open tasks?")
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "[...document.querySelectorAll('.assistant-message.is-user')].some("
+        "(node) => node.textContent.includes('what are my open tasks?'))"
+    )
+    assert page.input_value("[data-assistant-input]") == ""
