@@ -31,6 +31,36 @@
     return node;
   }
 
+  // Icons drawn as SVG (no icon font, no emoji font needed); paths from Feather (MIT licence).
+  var ICONS = {
+    up: "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3",
+    down: "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17",
+    rename: "M17 3a2.83 2.83 0 1 1 4 4L7.5 20.5 2 22l1.5-5.5L17 3z",
+    trash: "M3 6h18M19 6v14a2 2 0 0 1-2 2H7a2 2 0 0 1-2-2V6m3 0V4a2 2 0 0 1 2-2h4a2 2 0 0 1 2 2v2",
+  };
+
+  function iconButton(icon, label, attributes) {
+    var node = button("", "assistant-icon-button", attributes);
+    node.setAttribute("aria-label", label);
+    node.title = label;
+    var svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "16");
+    svg.setAttribute("height", "16");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    var path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    path.setAttribute("d", ICONS[icon]);
+    path.setAttribute("fill", "none");
+    path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", "2");
+    path.setAttribute("stroke-linecap", "round");
+    path.setAttribute("stroke-linejoin", "round");
+    svg.appendChild(path);
+    node.appendChild(svg);
+    return node;
+  }
+
   function relativeTime(iso) {
     if (!iso) return "";
     var then = new Date(iso);
@@ -272,8 +302,8 @@
 
   Conversation.prototype.messageActions = function (message) {
     var actions = el("div", "assistant-message-actions");
-    var up = button("👍", "assistant-icon-button", { "data-feedback": "up", "aria-label": "Good answer", "title": "Good answer" });
-    var down = button("👎", "assistant-icon-button", { "data-feedback": "down", "aria-label": "Bad answer", "title": "Bad answer" });
+    var up = iconButton("up", "Good answer", { "data-feedback": "up" });
+    var down = iconButton("down", "Bad answer", { "data-feedback": "down" });
     actions.appendChild(up);
     actions.appendChild(down);
     actions.appendChild(button("Copy", "assistant-icon-button", { "data-copy": "", "aria-label": "Copy the answer" }));
@@ -329,7 +359,8 @@
     var failed = run.list.querySelectorAll(".assistant-step.is-failed").length;
     var working = run.list.querySelector(".assistant-thinking");
     var text = finished + (finished === 1 ? " step" : " steps") + (failed ? ", " + failed + " failed" : "");
-    run.summary.textContent = working ? "Working… (" + text + ")" : text;
+    if (Object.keys(run.cards).length) run.summary.textContent = "Waiting for your approval (" + text + ")";
+    else run.summary.textContent = working ? "Working… (" + text + ")" : text;
   };
 
   Conversation.prototype.showStep = function (step, live) {
@@ -363,9 +394,13 @@
   };
 
   Conversation.prototype.askToConfirm = function (step, run, row) {
-    if (run.cards[step.seq]) return;
-    var self = this;
     var tool = this.tools[step.tool_name];
+    if (run.cards[step.seq]) {
+      // assistant.confirm follows the step with the tool's description: the sentence may get better.
+      run.cards[step.seq].querySelector("[data-confirm-summary]").textContent = Steps.question(step, tool);
+      return;
+    }
+    var self = this;
     var card = el("div", "assistant-confirm");
     card.setAttribute("role", "group");
     card.setAttribute("aria-label", "Approval needed for step " + step.seq + ": " + Steps.humanise(step.tool_name, 0));
@@ -641,7 +676,7 @@
     this.showFeedback(actions, score ? { score: score, comment: "" } : null);
     var form = item.querySelector(".assistant-feedback-form");
     if (form) form.remove();
-    if (score !== 0) item.appendChild(this.feedbackForm(message, score));
+    if (score !== 0) item.appendChild(this.feedbackForm(message, score)).scrollIntoView({ block: "nearest" });
   };
 
   Conversation.prototype.feedbackForm = function (message, score) {
@@ -782,8 +817,8 @@
     time.textContent = relativeTime(when);
     if (when) time.title = new Date(when).toLocaleString();
     var name = chat.title || "Untitled chat";
-    row.appendChild(button("✎", "assistant-icon-button", { "data-chat-rename": "", "aria-label": "Rename “" + name + "”", "title": "Rename" }));
-    row.appendChild(button("🗑", "assistant-icon-button", { "data-chat-delete": "", "aria-label": "Delete “" + name + "”", "title": "Delete" }));
+    row.appendChild(iconButton("rename", "Rename “" + name + "”", { "data-chat-rename": "" }));
+    row.appendChild(iconButton("trash", "Delete “" + name + "”", { "data-chat-delete": "" }));
     return row;
   };
 
