@@ -256,7 +256,10 @@ def test_the_dock_remembers_its_width_and_that_it_was_open(
 CONTRAST = """(selectors) => {
     const channel = (c) => { c /= 255; return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4); };
     const rgb = (text) => text.match(/[\\d.]+/g).map(Number);
-    const luminance = (text) => { const [r, g, b] = rgb(text); return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b); };
+    const luminance = (text) => {
+        const [r, g, b] = rgb(text);
+        return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    };
     const background = (node) => {
         for (; node; node = node.parentElement) {
             const colour = getComputedStyle(node).backgroundColor;
@@ -299,16 +302,17 @@ def test_dark_mode_follows_the_system_and_keeps_text_readable(
 def test_offline_says_what_it_is_doing_and_recovers_on_its_own(
     page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess
 ) -> None:
+    status = "#assistant-dock [data-assistant-status]"
     log_in(page, site_url, "alice")
     open_dock(page)
-    # The socket drops, as when the network or the server blinks.
-    page.evaluate("document.querySelector('#assistant-dock [data-assistant-conversation]').assistantConversation.socket.close()")
+    page.context.set_offline(True)  # the network goes: the socket drops and reconnecting fails
     page.wait_for_function(
-        "/^Offline — reconnecting in \\d+ s…$/.test(document.querySelector('#assistant-dock [data-assistant-status]').textContent)"
+        f"/^Offline — reconnecting in \\d+ s…$/.test(document.querySelector('{status}').textContent)"
     )
     assert page.is_visible("#assistant-dock [data-assistant-reconnect]")
     assert page.is_disabled("#assistant-dock [data-assistant-input]")
-    page.wait_for_selector("#assistant-dock .assistant-status.is-connected")
+    page.context.set_offline(False)
+    page.wait_for_selector("#assistant-dock .assistant-status.is-connected", timeout=30_000)  # on its own
     assert not page.is_visible("#assistant-dock [data-assistant-reconnect]")
     assert page.is_enabled("#assistant-dock [data-assistant-input]")
 
@@ -337,7 +341,7 @@ def test_a_new_chat_then_retry_and_copy_the_answer(
 
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     page.click(".assistant-message.is-assistant >> nth=-1 >> [data-copy]")
-    page.wait_for_function("[...document.querySelectorAll('[data-copy]')].some((node) => node.textContent === 'Copied')")
+    page.wait_for_function("[...document.querySelectorAll('[data-copy]')].some((n) => n.textContent === 'Copied')")
     assert "Fix the tap" in page.evaluate("navigator.clipboard.readText()")
 
 

@@ -130,6 +130,7 @@
       this.reconnectButton.addEventListener("click", function () { self.reconnectNow(); });
     }
     window.addEventListener("online", function () { self.reconnectNow(); });
+    window.addEventListener("offline", function () { self.wentOffline(); });
     this.setUpChats();
     setInterval(function () { self.refreshTimes(); }, 60000);
     this.connect();
@@ -158,16 +159,27 @@
     });
     socket.addEventListener("message", function (event) { self.handle(JSON.parse(event.data)); });
     socket.addEventListener("close", function (event) {
-      if (socket !== self.socket) return;
-      self.input.disabled = true;
-      self.button.disabled = true;
-      if (!self.wasOffline) self.announce("The assistant is offline; it will reconnect on its own.");
-      self.wasOffline = true;
-      // The session ended: signing in again (in any tab) starts a new one, so keep trying, slowly.
-      var signedOut = event.code === 4401;
-      if (signedOut) self.retryDelay = 15000;
-      self.scheduleReconnect(signedOut);
+      if (socket === self.socket) self.lost(event.code === 4401);
     });
+  };
+
+  Conversation.prototype.lost = function (signedOut) {
+    this.socket = null;
+    this.input.disabled = true;
+    this.button.disabled = true;
+    if (!this.wasOffline) this.announce("The assistant is offline; it will reconnect on its own.");
+    this.wasOffline = true;
+    // The session ended: signing in again (in any tab) starts a new one, so keep trying, slowly.
+    if (signedOut) this.retryDelay = 15000;
+    this.scheduleReconnect(signedOut);
+  };
+
+  // The browser knows the network is gone before the socket does (that can take minutes): say so now.
+  Conversation.prototype.wentOffline = function () {
+    var socket = this.socket;
+    if (!socket) return;
+    this.lost(false);
+    socket.close();
   };
 
   Conversation.prototype.scheduleReconnect = function (signedOut) {
