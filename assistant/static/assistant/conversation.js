@@ -102,6 +102,7 @@
     this.messages = {};          // message id -> message payload
     this.tools = {};             // tool name -> {name, description, destructive}, from assistant.confirm
     this.mySends = {};           // request ids of this tab's sends: their chat becomes this tab's chat
+    this.pendingFeedback = {};   // request id -> the feedback shown before a thumb was pressed
     this.chats = {};             // chat id -> chat payload
     this.hasMore = false;
     this.loadingOlder = false;
@@ -345,7 +346,7 @@
     if (!last || last.nextElementSibling && last.nextElementSibling.matches(".assistant-message.is-user")) return;
     var bar = last.querySelector(".assistant-message-actions");
     if (!bar) bar = last.appendChild(el("div", "assistant-message-actions"));
-    bar.appendChild(button("Retry", "assistant-icon-button", { "data-retry": "", "aria-label": "Ask the last message again" }));
+    bar.appendChild(button("Retry", "assistant-icon-button", { "data-retry": "", "aria-label": "Retry the last message" }));
   };
 
   Conversation.prototype.run = function (runId, options) {
@@ -574,6 +575,13 @@
         return this.announce("Feedback is not available here.");
       }
     }
+    if (kind === "feedback" && this.pendingFeedback[event.request_id]) {
+      var refused = this.pendingFeedback[event.request_id];
+      if (refused.actions.isConnected) this.showFeedback(refused.actions, refused.previous);
+    }
+    delete this.pendingFeedback[event.request_id];
+    // A page cursor the server no longer knows (the chat was deleted meanwhile): start again from the top.
+    if (kind === "chats" && event.code === "not_found") { this.chatsBefore = null; this.listChats(); return undefined; }
     if (kind === "older") { this.loadingOlder = false; this.hasMore = false; this.showOlderButton(); }
     if (kind === "confirm") this.restoreCard();
     if (kind === "send" && this.mySends[event.request_id] !== undefined) {
@@ -684,7 +692,10 @@
     var actions = item.querySelector(".assistant-message-actions");
     var wanted = which === "up" ? 1 : -1;
     var score = Number(actions.dataset.score) === wanted ? 0 : wanted;
-    if (!this.send({ type: "assistant.feedback", run_id: message.run_id, score: score, request_id: requestId("feedback") })) return;
+    var id = requestId("feedback");
+    if (!this.send({ type: "assistant.feedback", run_id: message.run_id, score: score, request_id: id })) return;
+    // Shown at once; a refusal puts back what the server holds.
+    this.pendingFeedback[id] = { message: message, actions: actions, previous: message.feedback || null };
     this.showFeedback(actions, score ? { score: score, comment: "" } : null);
     var form = item.querySelector(".assistant-feedback-form");
     if (form) form.remove();
@@ -720,6 +731,10 @@
   };
 
   Conversation.prototype.feedbackSaved = function (event) {
+    var self = this;
+    Object.keys(this.pendingFeedback).forEach(function (id) {
+      if (self.pendingFeedback[id].message.run_id === event.run_id) delete self.pendingFeedback[id];
+    });
     var item = this.thread.querySelector('.assistant-message[data-message-id="' + event.message_id + '"]');
     if (this.messages[event.message_id]) this.messages[event.message_id].feedback = event.feedback;
     var actions = item && item.querySelector(".assistant-message-actions");
@@ -964,8 +979,8 @@
     box.setAttribute("role", "group");
     box.setAttribute("aria-label", "Delete this conversation?");
     box.appendChild(el("p", null, "Delete “" + (chat.title || "Untitled chat") + "”? It leaves your list; staff keep its record."));
-    var yes = box.appendChild(button("Delete", "assistant-button assistant-button-danger", { "data-chat-delete-confirm": "" }));
-    var no = box.appendChild(button("Cancel", "assistant-button"));
+    var yes = box.appendChild(button("Delete", "assistant-button assistant-button-small assistant-button-danger", { "data-chat-delete-confirm": "" }));
+    var no = box.appendChild(button("Cancel", "assistant-button assistant-button-small"));
     yes.addEventListener("click", function () {
       yes.disabled = no.disabled = true;
       self.send({ type: "assistant.chat_delete", chat_id: chatId, request_id: requestId("delete") });

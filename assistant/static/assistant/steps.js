@@ -107,7 +107,7 @@
     if (step.state === "awaiting_confirmation") {
       if (step.confirmation === "approved") return "Approved: " + what;
       if (step.confirmation === "denied") return "Declined: " + what;
-      return "Waiting for your approval: " + what;
+      return "Waiting for your approval";  // the card right under it says what, in full
     }
     if (step.state === "started") return (step.summary || humanise(step.tool_name, DOING)) + "…";
     var status = result.status || "";
