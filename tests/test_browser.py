@@ -367,3 +367,25 @@ def test_the_page_and_a_phone_width(page: Any, site_url: str, alice: Any, celery
     assert rect["width"] == 390 and rect["height"] == 844  # a full-screen sheet
     assert not page.is_visible("[data-assistant-resize]")
     page.screenshot(path=str(PROJECT_DIR / ".data" / "browser-phone.png"))
+
+
+def test_a_dock_opened_after_its_chat_loaded_shows_the_newest_message(
+    page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess
+) -> None:
+    from assistant.models import AgentChat, AgentMessage
+
+    chat = AgentChat.objects.create(owner=alice, title="A long chat")
+    for number in range(40):
+        AgentMessage.objects.create(chat=chat, owner=alice, role="user" if number % 2 == 0 else "assistant",
+                                    content=f"message {number}")
+    log_in(page, site_url, "alice")
+    page.wait_for_selector("#assistant-dock .assistant-message >> text=message 39", state="attached")  # drawn, hidden
+    page.click(".assistant-launcher")
+    newest = page.locator("#assistant-dock .assistant-message", has_text="message 39")
+    newest.wait_for()
+    page.wait_for_function("""() => {
+        const thread = document.querySelector('#assistant-dock [data-assistant-thread]').getBoundingClientRect();
+        const items = document.querySelectorAll('#assistant-dock .assistant-message');
+        const last = items[items.length - 1].getBoundingClientRect();
+        return last.bottom <= thread.bottom + 1 && last.top >= thread.top;
+    }""", timeout=5_000)
