@@ -275,7 +275,7 @@
   };
 
   Conversation.prototype.append = function (node, stick) {
-    var follow = stick || this.nearBottom();
+    var follow = stick || this.stick || this.nearBottom();
     var empty = this.thread.querySelector(".assistant-empty");
     if (empty) empty.remove();
     this.thread.appendChild(node);
