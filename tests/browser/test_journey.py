@@ -27,9 +27,7 @@ from tests.browser.harness import (
 from tests.conftest import WorkerProcess, wait_for
 from tracker.models import Comment, Project, Task
 
-# panel11: the dock's chats, feedback, Markdown, approval sentence and the page's htmx regions arrive with
-# issue 11's merge; remove the mark then.
-pytestmark = [*BROWSER_MARKS, pytest.mark.panel11]
+pytestmark = BROWSER_MARKS
 
 WAIT = 20_000  # ms, as the page's own default timeout
 DOCK = "#assistant-dock"

@@ -1,42 +1,69 @@
-// The conversation: a client of the live protocol at /ws/assistant/ (docs/protocol.md).
+// The conversation: a client of the live protocol at /ws/assistant/ (docs/protocol.md). Its parts:
+// steps.js (how steps read), this file (the socket, the thread, answers), chats.js (the conversations).
 // It renders what the server says happened; the server's rows are the truth, so after any reconnect
-// it asks for the whole chat again (assistant.load) instead of trusting what it had drawn.
+// it asks for the chat again (assistant.load) instead of trusting what it had drawn.
+// Text from the server is always set as text; the one exception is a reply's `html`, which the server
+// rendered from Markdown and sanitised with an allow-list (see assistant/markdown.py).
 (function () {
   "use strict";
 
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
+  var Steps = window.AssistantSteps;
+  var el = Steps.el;
+  var PAGE_SIZE = 50;
+  var EMPTY_TEXT = "Ask the assistant to find or change things in this app for you. It acts as you, and shows every step it takes.";
+  // Steps already reported to the page as "assistant:changed", by step id: once each, even with two surfaces.
+  var reportedChanges = {};
+  var tabId = Math.random().toString(36).slice(2, 10);
+  var requestCount = 0;
+
+  function requestId(kind) {
+    requestCount += 1;
+    return kind + ":" + tabId + ":" + requestCount;
+  }
+
+  function requestKind(event) {
+    return typeof event.request_id === "string" ? event.request_id.split(":")[0] : "";
+  }
+
+  function button(text, className, attributes) {
+    var node = el("button", className || "assistant-button", text);
+    node.type = "button";
+    Object.keys(attributes || {}).forEach(function (name) { node.setAttribute(name, attributes[name]); });
     return node;
   }
 
-  function stepText(step) {
-    var result = step.result || {};
-    if (step.kind === "notice") return step.reason;
-    if (step.kind === "model_call") {
-      if (result.interrupted) return "The model was interrupted: " + (step.reason || "stopped");
-      if (step.arguments && step.arguments.purpose === "summarise") return "Summarised the earlier conversation";
-      var calls = (result.tool_calls || []).map(function (call) { return call.name; });
-      return calls.length ? "Decided to use " + calls.join(", ") : "Wrote the answer";
-    }
-    if (step.state === "awaiting_confirmation" && !step.confirmation) return step.tool_name + " — waiting for your approval";
-    if (step.state === "started") return "Running " + step.tool_name + "…";
-    var status = result.status || "";
-    if (step.took_effect) return step.tool_name + " — done";
-    if (status === "declined") return step.tool_name + " — declined by you";
-    if (status === "data") return step.tool_name + " — read";
-    return step.tool_name + " — " + (step.reason || status || "no effect");
+  // Icons drawn as SVG (no icon font, no emoji font needed); paths from Feather (MIT licence).
+  var ICONS = {
+    up: "M14 9V5a3 3 0 0 0-3-3l-4 9v11h11.28a2 2 0 0 0 2-1.7l1.38-9a2 2 0 0 0-2-2.3zM7 22H4a2 2 0 0 1-2-2v-7a2 2 0 0 1 2-2h3",
+    down: "M10 15v4a3 3 0 0 0 3 3l4-9V2H5.72a2 2 0 0 0-2 1.7l-1.38 9a2 2 0 0 0 2 2.3zm7-13h2.67A2.31 2.31 0 0 1 22 4v7a2.31 2.31 0 0 1-2.33 2H17",
+    rename: "M17 3a2.83 2.83 0 1 1 4 4L7.5 20.5 2 22l1.5-5.5L17 3z",
+    trash: "M3 6h18M19 6v14a2 2 0 0 1-2 2H7a2 2 0 0 1-2-2V6m3 0V4a2 2 0 0 1 2-2h4a2 2 0 0 1 2 2v2",
+  };
+
+  function iconButton(icon, label, attributes) {
+    var node = button("", "assistant-icon-button", attributes);
+    node.setAttribute("aria-label", label);
+    node.title = label;
+    var svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("viewBox", "0 0 24 24");
+    svg.setAttribute("width", "16");
+    svg.setAttribute("height", "16");
+    svg.setAttribute("aria-hidden", "true");
+    svg.setAttribute("focusable", "false");
+    var path = document.createElementNS("http://www.w3.org/2000/svg", "path");
+    path.setAttribute("d", ICONS[icon]);
+    path.setAttribute("fill", "none");
+    path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", "2");
+    path.setAttribute("stroke-linecap", "round");
+    path.setAttribute("stroke-linejoin", "round");
+    svg.appendChild(path);
+    node.appendChild(svg);
+    return node;
   }
 
-  function stepClass(step) {
-    var status = (step.result || {}).status;
-    if (step.kind === "notice") return "assistant-step is-notice";
-    if (step.state === "started" || step.state === "awaiting_confirmation") return "assistant-step is-running";
-    if (["invalid", "denied", "not_found", "error", "unknown", "declined"].indexOf(status) >= 0) {
-      return "assistant-step is-failed";
-    }
-    return "assistant-step";
+  function visible(node) {
+    return !!(node && node.offsetParent !== null);
   }
 
   function Conversation(root) {
@@ -46,50 +73,135 @@
     this.input = root.querySelector("[data-assistant-input]");
     this.button = root.querySelector("[data-assistant-send]");
     this.status = root.querySelector("[data-assistant-status]");
+    this.reconnectButton = root.querySelector("[data-assistant-reconnect]");
+    this.announcer = root.querySelector("[data-assistant-announce]");
+    this.title = root.querySelector("[data-assistant-chat-title]");
+    this.chatsToggle = root.querySelector("[data-assistant-chats-toggle]");
+    this.chatsPanel = root.querySelector("[data-assistant-chats]");
+    this.chatList = root.querySelector("[data-assistant-chat-list]");
+    this.chatsMore = root.querySelector("[data-assistant-chats-more]");
     this.chatId = null;
-    this.activeRun = null;
-    this.runs = {};  // run id -> {steps: element, draft: element, stepRows: {seq: element}}
-    this.retry = 1000;
+    this.newChat = false;        // the next send starts a new chat
+    this.activeRun = null;       // a run that works now: the button is Stop
+    this.runs = {};              // run id -> {node, list, count, rows: {seq: element}, cards: {seq: element}, draft}
+    this.messages = {};          // message id -> message payload
+    this.tools = {};             // tool name -> {name, description, destructive}, from assistant.confirm
+    this.mySends = {};           // request ids of this tab's sends: their chat becomes this tab's chat
+    this.pendingFeedback = {};   // request id -> the feedback shown before a thumb was pressed
+    this.chats = {};             // chat id -> chat payload
+    this.hasMore = false;
+    this.loadingOlder = false;
+    this.currentLoad = null;
+    this.retryDelay = 1000;
+    this.reconnectAt = 0;
     var self = this;
+
     this.form.addEventListener("submit", function (event) { event.preventDefault(); self.submit(); });
     this.input.addEventListener("keydown", function (event) {
-      if (event.key !== "Enter" || event.shiftKey) return;
+      if (event.key !== "Enter" || event.shiftKey || event.isComposing) return;
       event.preventDefault();
       // While a run works, Enter must not turn into "Stop": only the button stops a run.
       if (!self.activeRun) self.submit();
     });
+    this.thread.addEventListener("click", function (event) { self.onThreadClick(event); });
+    this.thread.addEventListener("submit", function (event) {
+      if (!event.target.matches(".assistant-feedback-form")) return;
+      event.preventDefault();
+      self.sendFeedbackComment(event.target);
+    });
+    this.stick = true;  // follow the newest message, unless the person scrolled up to read
+    this.thread.addEventListener("scroll", function () {
+      self.stick = self.nearBottom();
+      if (self.thread.scrollTop < 40) self.loadOlder();
+    });
+    // A thread drawn while hidden (the dock closed) has no height to scroll: follow up once it is shown.
+    if (window.ResizeObserver) {
+      new ResizeObserver(function () { if (self.stick) self.thread.scrollTop = self.thread.scrollHeight; }).observe(this.thread);
+    }
+    if (this.reconnectButton) {
+      this.reconnectButton.addEventListener("click", function () { self.reconnectNow(); });
+    }
+    window.addEventListener("online", function () { self.reconnectNow(); });
+    window.addEventListener("offline", function () { self.wentOffline(); });
+    this.setUpChats();
+    setInterval(function () { self.refreshTimes(); }, 60000);
     this.connect();
   }
 
+  // --- The socket -----------------------------------------------------------------------------------
+
   Conversation.prototype.connect = function () {
     var self = this;
+    if (this.socket && this.socket.readyState <= WebSocket.OPEN) return;
+    clearTimeout(this.reconnectTimer);
+    clearInterval(this.countdown);
     var scheme = window.location.protocol === "https:" ? "wss://" : "ws://";
-    this.socket = new WebSocket(scheme + window.location.host + this.root.dataset.wsPath);
-    this.socket.addEventListener("open", function () {
-      self.retry = 1000;
+    var socket = this.socket = new WebSocket(scheme + window.location.host + this.root.dataset.wsPath);
+    if (this.wasOffline) this.setStatus("Reconnecting…", "");
+    socket.addEventListener("open", function () {
+      self.retryDelay = 1000;
+      if (self.wasOffline) self.announce("The assistant is connected again.");
+      self.wasOffline = false;
       self.setStatus("Connected", "is-connected");
+      if (self.reconnectButton) self.reconnectButton.hidden = true;
       self.input.disabled = false;
       self.button.disabled = false;
-      self.send({ type: "assistant.load" });
+      self.reload();
+      self.listChats();
     });
-    this.socket.addEventListener("message", function (event) { self.handle(JSON.parse(event.data)); });
-    this.socket.addEventListener("close", function (event) {
-      self.input.disabled = true;
-      self.button.disabled = true;
-      if (event.code === 4401) {
-        // The session ended. Signing in again (in any tab) starts a new one, so keep trying, slowly.
-        self.setStatus("Signed out — sign in again to use the assistant.", "");
-        self.retry = 15000;
-      } else {
-        self.setStatus("Offline — reconnecting…", "");
-      }
-      setTimeout(function () { self.connect(); }, self.retry);
-      self.retry = Math.min(self.retry * 2, 15000);
+    socket.addEventListener("message", function (event) { self.handle(JSON.parse(event.data)); });
+    socket.addEventListener("close", function (event) {
+      if (socket === self.socket) self.lost(event.code === 4401);
     });
   };
 
+  Conversation.prototype.lost = function (signedOut) {
+    this.socket = null;
+    this.input.disabled = true;
+    this.button.disabled = true;
+    if (!this.wasOffline) this.announce("The assistant is offline; it will reconnect on its own.");
+    this.wasOffline = true;
+    // The session ended: signing in again (in any tab) starts a new one, so keep trying, slowly.
+    if (signedOut) this.retryDelay = 15000;
+    this.scheduleReconnect(signedOut);
+  };
+
+  // The browser knows the network is gone before the socket does (that can take minutes): say so now.
+  Conversation.prototype.wentOffline = function () {
+    var socket = this.socket;
+    if (!socket) return;
+    this.lost(false);
+    socket.close();
+  };
+
+  Conversation.prototype.scheduleReconnect = function (signedOut) {
+    var self = this;
+    var delay = this.retryDelay;
+    this.retryDelay = Math.min(this.retryDelay * 2, 15000);
+    this.reconnectAt = Date.now() + delay;
+    if (this.reconnectButton) this.reconnectButton.hidden = false;
+    var tick = function () {
+      var seconds = Math.max(1, Math.ceil((self.reconnectAt - Date.now()) / 1000));
+      self.setStatus((signedOut ? "Signed out — sign in again to use the assistant. Retrying" : "Offline — reconnecting") +
+        " in " + seconds + " s…", signedOut ? "is-error" : "is-offline");
+    };
+    tick();
+    clearInterval(this.countdown);
+    this.countdown = setInterval(tick, 1000);
+    this.reconnectTimer = setTimeout(function () { self.connect(); }, delay);
+  };
+
+  Conversation.prototype.reconnectNow = function () {
+    if (this.socket && this.socket.readyState <= WebSocket.OPEN) return;
+    this.connect();
+  };
+
   Conversation.prototype.send = function (event) {
-    if (this.socket && this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(event));
+    if (this.socket && this.socket.readyState === WebSocket.OPEN) {
+      this.socket.send(JSON.stringify(event));
+      return true;
+    }
+    return false;
   };
 
   Conversation.prototype.setStatus = function (text, className) {
@@ -97,10 +209,22 @@
     this.status.className = "assistant-status " + (className || "");
   };
 
+  // Polite, and one message at a time: the thread itself is not a live region (it would be re-read).
+  Conversation.prototype.announce = function (text) {
+    if (!this.announcer || !text) return;
+    var announcer = this.announcer;
+    announcer.textContent = "";
+    setTimeout(function () { announcer.textContent = text; }, 30);
+  };
+
   Conversation.prototype.setActive = function (runId) {
     this.activeRun = runId;
     this.button.textContent = runId ? "Stop" : "Send";
+    this.button.setAttribute("aria-label", runId ? "Stop the assistant" : "Send the message");
+    this.refreshRetry();
   };
+
+  // --- Sending ----------------------------------------------------------------------------------------
 
   Conversation.prototype.submit = function () {
     if (this.activeRun) {
@@ -109,144 +233,539 @@
     }
     var text = this.input.value.trim();
     if (!text) return;
-    this.send({ type: "assistant.send", content: text, chat_id: this.chatId });
-    this.input.value = "";
+    if (this.sendText(text)) this.input.value = "";
   };
 
-  Conversation.prototype.append = function (node) {
+  Conversation.prototype.sendText = function (text) {
+    var id = requestId("send");
+    var event = { type: "assistant.send", content: text, request_id: id };
+    if (this.newChat) event.new_chat = true;
+    else if (this.chatId !== null) event.chat_id = this.chatId;
+    this.mySends[id] = text;
+    return this.send(event);
+  };
+
+  Conversation.prototype.retryLast = function () {
+    var users = this.thread.querySelectorAll(".assistant-message.is-user");
+    var last = users[users.length - 1];
+    if (!last || this.activeRun) return;
+    var message = this.messages[last.dataset.messageId];
+    this.sendText(message ? message.content : last.querySelector(".assistant-message-body").textContent);
+  };
+
+  Conversation.prototype.reload = function () {
+    this.currentLoad = requestId("load");
+    var event = { type: "assistant.load", request_id: this.currentLoad, limit: PAGE_SIZE, steps: true };
+    if (this.chatId !== null) event.chat_id = this.chatId;
+    if (this.newChat) return this.showEmpty();
+    this.send(event);
+  };
+
+  Conversation.prototype.loadOlder = function () {
+    if (!this.hasMore || this.loadingOlder || this.oldestId === undefined) return;
+    this.loadingOlder = true;
+    this.send({ type: "assistant.load", chat_id: this.chatId, before: this.oldestId, limit: PAGE_SIZE, steps: true,
+                request_id: requestId("older") });
+  };
+
+  // --- The thread -------------------------------------------------------------------------------------
+
+  Conversation.prototype.nearBottom = function () {
+    return this.thread.scrollHeight - this.thread.scrollTop - this.thread.clientHeight < 80;
+  };
+
+  Conversation.prototype.append = function (node, stick) {
+    var follow = stick || this.stick || this.nearBottom();
     var empty = this.thread.querySelector(".assistant-empty");
     if (empty) empty.remove();
     this.thread.appendChild(node);
-    this.thread.scrollTop = this.thread.scrollHeight;
+    if (follow) this.thread.scrollTop = this.thread.scrollHeight;
     return node;
   };
 
-  Conversation.prototype.bubble = function (message) {
-    var existing = this.thread.querySelector('[data-message-id="' + message.id + '"]');
-    if (existing) return existing;
-    var node = el("li", "assistant-message is-" + message.role, message.content);
+  Conversation.prototype.showEmpty = function () {
+    this.thread.textContent = "";
+    this.thread.appendChild(el("li", "assistant-empty", EMPTY_TEXT));
+  };
+
+  Conversation.prototype.renderMessage = function (message) {
+    this.messages[message.id] = message;
+    var node = el("li", "assistant-message is-" + message.role);
     node.dataset.messageId = message.id;
-    return this.append(node);
-  };
-
-  Conversation.prototype.run = function (runId) {
-    if (!this.runs[runId]) {
-      var steps = this.append(el("li", "assistant-steps"));
-      steps.appendChild(el("span", "assistant-thinking", "Working…"));
-      this.runs[runId] = { steps: steps, draft: null, rows: {} };
+    if (message.run_id) node.dataset.runId = message.run_id;
+    var body = node.appendChild(el("div", "assistant-message-body"));
+    if (message.role === "assistant" && typeof message.html === "string" && message.html) {
+      body.innerHTML = message.html;  // sanitised by the server (an allow-list); nothing else is HTML
+      body.classList.add("is-rich");
+    } else {
+      body.textContent = message.content;
     }
-    return this.runs[runId];
+    if (message.role === "assistant") node.appendChild(this.messageActions(message));
+    return node;
   };
 
-  Conversation.prototype.showStep = function (step) {
+  Conversation.prototype.messageActions = function (message) {
+    var actions = el("div", "assistant-message-actions");
+    var up = iconButton("up", "Good answer", { "data-feedback": "up" });
+    var down = iconButton("down", "Bad answer", { "data-feedback": "down" });
+    actions.appendChild(up);
+    actions.appendChild(down);
+    actions.appendChild(button("Copy", "assistant-icon-button", { "data-copy": "", "aria-label": "Copy the answer" }));
+    this.showFeedback(actions, message.feedback);
+    return actions;
+  };
+
+  Conversation.prototype.showFeedback = function (actions, feedback) {
+    var score = feedback ? feedback.score : 0;
+    actions.dataset.score = String(score);
+    actions.querySelector('[data-feedback="up"]').setAttribute("aria-pressed", String(score === 1));
+    actions.querySelector('[data-feedback="down"]').setAttribute("aria-pressed", String(score === -1));
+  };
+
+  Conversation.prototype.bubble = function (message) {
+    var existing = this.thread.querySelector('.assistant-message[data-message-id="' + message.id + '"]');
+    if (existing) return existing;
+    return this.append(this.renderMessage(message), message.role === "user");
+  };
+
+  // Only the last answer offers "Retry", and only when nothing runs.
+  Conversation.prototype.refreshRetry = function () {
+    this.thread.querySelectorAll("[data-retry]").forEach(function (node) { node.remove(); });
+    if (this.activeRun) return;
+    var items = this.thread.querySelectorAll(".assistant-message.is-assistant:not(.is-draft), .assistant-message.is-error");
+    var last = items[items.length - 1];
+    if (!last || last.nextElementSibling && last.nextElementSibling.matches(".assistant-message.is-user")) return;
+    var bar = last.querySelector(".assistant-message-actions");
+    if (!bar) bar = last.appendChild(el("div", "assistant-message-actions"));
+    bar.appendChild(button("Retry", "assistant-icon-button", { "data-retry": "", "aria-label": "Retry the last message" }));
+  };
+
+  Conversation.prototype.run = function (runId, options) {
+    var run = this.runs[runId];
+    if (run) return run;
+    var past = options && options.past;
+    var node = el("li", "assistant-steps");
+    node.dataset.runId = runId;
+    var details = node.appendChild(el("details", "assistant-run-steps"));
+    details.open = !past;
+    var summary = details.appendChild(el("summary", "assistant-run-steps-summary", past ? "Steps" : "Working…"));
+    var list = details.appendChild(el("div", "assistant-run-steps-list"));
+    run = this.runs[runId] = { node: node, summary: summary, list: list, count: 0, rows: {}, cards: {}, draft: null, past: past };
+    if (!past) {
+      list.appendChild(el("span", "assistant-thinking", "Working"));
+      this.append(node);
+    }
+    return run;
+  };
+
+  Conversation.prototype.countSteps = function (run) {
+    var finished = run.list.querySelectorAll(".assistant-step").length;
+    var failed = run.list.querySelectorAll(".assistant-step.is-failed").length;
+    var working = run.list.querySelector(".assistant-thinking");
+    var text = finished + (finished === 1 ? " step" : " steps") + (failed ? ", " + failed + " failed" : "");
+    if (Object.keys(run.cards).length) run.summary.textContent = "Waiting for your approval (" + text + ")";
+    else run.summary.textContent = working ? "Working… (" + text + ")" : text;
+  };
+
+  Conversation.prototype.showStep = function (step, live) {
     var run = this.run(step.run_id);
+    var tool = this.tools[step.tool_name];
     var row = run.rows[step.seq];
     if (!row) {
-      row = run.rows[step.seq] = el("div");
-      run.steps.insertBefore(row, run.steps.querySelector(".assistant-thinking"));
+      row = run.rows[step.seq] = Steps.render(step, tool);
+      var before = null;
+      Object.keys(run.rows).forEach(function (seq) {
+        if (Number(seq) > step.seq && (!before || Number(before.dataset.seq) > Number(seq))) before = run.rows[seq];
+      });
+      run.list.insertBefore(row, before || run.list.querySelector(".assistant-thinking"));
+    } else {
+      Steps.render(step, tool, row);
     }
-    row.className = stepClass(step);
-    row.textContent = stepText(step);
-    if (step.state === "awaiting_confirmation" && !step.confirmation) {
-      this.askToConfirm(step, row);
-      this.setActive(null);  // waiting for the person: a new message may replace the question
+    var waiting = step.state === "awaiting_confirmation" && !step.confirmation;
+    if (waiting) {
+      this.askToConfirm(step, run, row);
+      // Waiting for the person: a new message may replace the question, so the input works and says Send.
+      if (this.activeRun === step.run_id || this.activeRun === null) this.setActive(null);
+    } else if (run.cards[step.seq]) {
+      var card = run.cards[step.seq];
+      var hadFocus = card.contains(document.activeElement);
+      card.remove();
+      delete run.cards[step.seq];
+      if (hadFocus) this.input.focus();
     }
+    this.countSteps(run);
+    if (live && step.kind === "tool_call" && step.state === "finished") this.announce(Steps.text(step, tool));
   };
 
-  Conversation.prototype.askToConfirm = function (step, row) {
+  Conversation.prototype.askToConfirm = function (step, run, row) {
+    var tool = this.tools[step.tool_name];
+    if (run.cards[step.seq]) {
+      // assistant.confirm follows the step with the tool's description: the sentence may get better.
+      run.cards[step.seq].querySelector("[data-confirm-summary]").textContent = Steps.question(step, tool);
+      return;
+    }
     var self = this;
     var card = el("div", "assistant-confirm");
-    card.appendChild(el("p", null, "Allow the assistant to run " + step.tool_name + "?"));
-    card.appendChild(el("pre", null, JSON.stringify(step.arguments, null, 2)));
-    [["Approve", true], ["Deny", false]].forEach(function (choice) {
-      var button = el("button", choice[1] ? "assistant-button assistant-button-primary" : "assistant-button", choice[0]);
-      button.type = "button";
-      button.addEventListener("click", function () {
+    card.setAttribute("role", "group");
+    card.setAttribute("aria-label", "Approval needed for step " + step.seq + ": " + Steps.humanise(step.tool_name, 0));
+    card.dataset.stepId = step.id;
+    var sentence = card.appendChild(el("p", "assistant-confirm-summary", Steps.question(step, tool)));
+    sentence.setAttribute("data-confirm-summary", "");
+    var details = card.appendChild(el("details", "assistant-confirm-details"));
+    details.appendChild(el("summary", null, "Details"));
+    details.appendChild(el("p", "assistant-confirm-tool", "Tool: " + step.tool_name));
+    details.appendChild(el("pre", null, JSON.stringify(step.arguments, null, 2)));
+    var buttons = card.appendChild(el("div", "assistant-confirm-buttons"));
+    var approve = button("Approve", "assistant-button assistant-button-primary", { "data-confirm": "approve" });
+    var deny = button("Deny", "assistant-button", { "data-confirm": "deny" });
+    [approve, deny].forEach(function (choice) {
+      var approving = choice === approve;
+      choice.addEventListener("click", function () {
         // The answer names the card it answers: it can never approve a question this tab did not show.
-        self.send({ type: "assistant.confirm", run_id: step.run_id, step_id: step.id, approve: choice[1] });
+        if (!self.send({ type: "assistant.confirm", run_id: step.run_id, step_id: step.id, approve: approving,
+                         request_id: requestId("confirm") })) return;
+        card.setAttribute("aria-busy", "true");
+        card.classList.add("is-busy");
+        approve.disabled = deny.disabled = true;
+        choice.textContent = approving ? "Approving…" : "Declining…";
+        self.pendingCard = { card: card, approve: approve, deny: deny };
         self.setActive(step.run_id);
-        card.remove();
       });
-      card.appendChild(button);
+      buttons.appendChild(choice);
     });
-    row.appendChild(card);
+    run.cards[step.seq] = card;
+    row.parentNode.insertBefore(card, row.nextSibling);
+    if (visible(card)) {
+      approve.focus();
+      card.scrollIntoView({ block: "nearest" });
+    }
+    this.announce("Approval needed: " + Steps.question(step, tool));
+  };
+
+  Conversation.prototype.restoreCard = function () {
+    var pending = this.pendingCard;
+    this.pendingCard = null;
+    if (!pending || !pending.card.isConnected) return;
+    pending.card.removeAttribute("aria-busy");
+    pending.card.classList.remove("is-busy");
+    pending.approve.disabled = pending.deny.disabled = false;
+    pending.approve.textContent = "Approve";
+    pending.deny.textContent = "Deny";
+    this.setActive(null);
   };
 
   Conversation.prototype.finishRun = function (runId, node) {
     var run = this.runs[runId];
     if (run) {
-      var thinking = run.steps.querySelector(".assistant-thinking");
+      var thinking = run.list.querySelector(".assistant-thinking");
       if (thinking) thinking.remove();
       if (run.draft) { run.draft.remove(); run.draft = null; }
+      this.countSteps(run);
     }
     if (node) this.append(node);
     if (this.activeRun === runId) this.setActive(null);
+    this.refreshRetry();
   };
 
+  Conversation.prototype.reportChange = function (event) {
+    var step = event.step;
+    if (step.took_effect !== true || step.state !== "finished" || reportedChanges[step.id]) return;
+    reportedChanges[step.id] = true;
+    document.body.dispatchEvent(new CustomEvent("assistant:changed", {
+      bubbles: true,
+      detail: { run_id: event.run_id, chat_id: event.chat_id, tools: [step.tool_name],
+                models: Array.isArray(step.changes) ? step.changes.slice() : [] },
+    }));
+  };
+
+  // --- Events from the server ---------------------------------------------------------------------------
+
   Conversation.prototype.handle = function (event) {
-    if (event.chat_id !== undefined && event.chat_id !== null && this.chatId !== null &&
-        event.chat_id !== this.chatId && event.type !== "assistant.sent") {
-      return;  // another of this person's chats
-    }
+    // What changed the person's data is news for the page whichever chat it happened in.
+    if (event.type === "assistant.step" && event.step) this.reportChange(event);
     switch (event.type) {
-      case "assistant.messages_loaded": return this.load(event);
-      case "assistant.sent":
-        if (this.chatId !== event.chat_id) { this.chatId = event.chat_id; this.thread.textContent = ""; this.runs = {}; }
-        this.bubble(event.message);
-        this.run(event.run_id);
-        this.setActive(event.run_id);
-        return;
-      case "assistant.step": return this.showStep(event.step);
-      case "assistant.confirm": return this.showStep(event.step);
+      case "assistant.messages_loaded":
+        if (requestKind(event) === "older") return this.prependPage(event);
+        if (event.request_id !== this.currentLoad) return undefined;  // an answer for a chat no longer shown
+        return this.load(event);
+      case "assistant.chats_listed": return this.showChats(event);
+      case "assistant.chat_updated": return this.chatUpdated(event.chat || this.chats[event.chat_id]);
+      case "assistant.chat_deleted": return this.chatDeleted(event.chat_id);
+      case "assistant.feedback_saved": return this.feedbackSaved(event);
+      case "assistant.sent": return this.sent(event);
+      case "assistant.error": return this.error(event);
+      case "assistant.resync":  // events were lost or withheld: redraw this chat from the server's rows
+        return this.reload();
+      default:
+        break;
+    }
+    if (event.chat_id === undefined || event.chat_id !== this.chatId) return undefined;  // another chat's
+    switch (event.type) {
+      case "assistant.step": return this.showStep(event.step, true);
+      case "assistant.confirm":
+        if (event.tool && event.tool.name) this.tools[event.tool.name] = event.tool;
+        return this.showStep(event.step, true);
       case "assistant.token": {
         var run = this.run(event.run_id);
         if (!run.draft) run.draft = this.append(el("li", "assistant-message is-assistant is-draft", ""));
-        run.draft.textContent += event.delta;
-        return;
+        var follow = this.nearBottom();
+        run.draft.textContent += event.delta;  // a draft is plain text until the reply replaces it
+        if (follow) this.thread.scrollTop = this.thread.scrollHeight;
+        return undefined;
       }
       case "assistant.replied": {
-        var reply = el("li", "assistant-message is-assistant", event.message.content);
-        reply.dataset.messageId = event.message.id;
-        return this.finishRun(event.run_id, reply);
+        this.finishRun(event.run_id, this.renderMessage(event.message));
+        return this.announce("The assistant replied: " + event.message.content.slice(0, 300));
       }
-      case "assistant.reply_failed":
-        return this.finishRun(event.run_id, el("li", "assistant-message is-error", event.error));
+      case "assistant.reply_failed": {
+        var failed = el("li", "assistant-message is-error");
+        failed.appendChild(el("div", "assistant-message-body", event.error));
+        this.finishRun(event.run_id, failed);
+        return this.announce("The assistant could not answer: " + event.error);
+      }
       case "assistant.cancelled":
-        return this.finishRun(event.run_id, el("li", "assistant-note", event.run.error || "Stopped."));
-      case "assistant.error":
-        // A card answered elsewhere (another tab) or gone: redraw what the run is waiting on now.
-        if (event.code === "stale_confirmation") this.send({ type: "assistant.load", chat_id: this.chatId });
-        return this.setStatus(event.message, "is-error");
+        this.finishRun(event.run_id, el("li", "assistant-note", (event.run && event.run.error) || "Stopped."));
+        return this.announce("Stopped.");
       case "assistant.thread_failed":
-        return this.setStatus(event.error, "is-error");
-      case "assistant.resync":  // events were lost or withheld: redraw this chat from the server's rows
-        return this.send({ type: "assistant.load", chat_id: this.chatId });
+        // The chat is gone (deleted in another tab, say): show the person's current one instead.
+        this.chatId = null;
+        return this.reload();
       default:
         return undefined;
     }
   };
 
+  Conversation.prototype.sent = function (event) {
+    if (event.chat) this.chatUpdated(event.chat, true);
+    var mine = this.mySends[event.request_id] !== undefined;
+    delete this.mySends[event.request_id];
+    if (event.chat_id !== this.chatId) {
+      // Another tab's message in another chat stays there; this tab's own send (or a first chat) is followed.
+      if (!mine && (this.chatId !== null || this.newChat)) return;
+      this.chatId = event.chat_id;
+      this.newChat = false;
+      this.thread.textContent = "";
+      this.runs = {};
+      this.hasMore = false;
+      this.showTitle(event.chat);
+      this.markCurrentChat();
+    }
+    this.bubble(event.message);
+    this.run(event.run_id);
+    this.setActive(event.run_id);
+  };
+
+  Conversation.prototype.error = function (event) {
+    var kind = requestKind(event);
+    if (event.code === "unknown_type") {
+      // A server without this part of the protocol: hide the control instead of offering what cannot work.
+      if (kind === "chats" || kind === "rename" || kind === "delete") return this.disableChats();
+      if (kind === "feedback") {
+        this.root.classList.add("assistant-no-feedback");
+        this.thread.querySelectorAll(".assistant-feedback-form").forEach(function (node) { node.remove(); });
+        return this.announce("Feedback is not available here.");
+      }
+    }
+    if (kind === "feedback" && this.pendingFeedback[event.request_id]) {
+      var refused = this.pendingFeedback[event.request_id];
+      if (refused.actions.isConnected) this.showFeedback(refused.actions, refused.previous);
+    }
+    delete this.pendingFeedback[event.request_id];
+    // A page cursor the server no longer knows (the chat was deleted meanwhile): start again from the top.
+    if (kind === "chats" && event.code === "not_found") { this.chatsBefore = null; this.listChats(); return undefined; }
+    if (kind === "older") { this.loadingOlder = false; this.hasMore = false; this.showOlderButton(); }
+    if (kind === "confirm") this.restoreCard();
+    if (kind === "send" && this.mySends[event.request_id] !== undefined) {
+      // Refused (still working, too fast, too long): the text comes back rather than being lost.
+      if (!this.input.value.trim()) this.input.value = this.mySends[event.request_id];
+      delete this.mySends[event.request_id];
+    }
+    // A card answered elsewhere (another tab) or gone: redraw what the run is waiting on now.
+    if (event.code === "stale_confirmation") this.reload();
+    this.setStatus(event.message, "is-error");
+    this.announce(event.message);
+    return undefined;
+  };
+
+  Conversation.prototype.renderHistory = function (messages, runs) {
+    var fragment = document.createDocumentFragment();
+    var self = this;
+    var placed = {};
+    var placeRun = function (runId) {
+      if (!runId || placed[runId] || !runs[runId] || self.runs[runId]) return;
+      placed[runId] = true;
+      var run = self.run(runId, { past: true });
+      fragment.appendChild(run.node);
+      (runs[runId].steps || []).forEach(function (step) { self.showStep(step, false); });
+      self.countSteps(run);
+    };
+    messages.forEach(function (message) {
+      if (self.thread.querySelector('.assistant-message[data-message-id="' + message.id + '"]')) return;
+      if (message.role === "assistant") placeRun(message.run_id);
+      fragment.appendChild(self.renderMessage(message));
+      if (message.role === "user") placeRun(message.run_id);
+    });
+    return fragment;
+  };
+
   Conversation.prototype.load = function (state) {
     this.thread.textContent = "";
     this.runs = {};
+    this.messages = {};
     this.chatId = state.chat ? state.chat.id : null;
-    var self = this;
-    if (!state.messages.length) {
-      this.thread.appendChild(el("li", "assistant-empty",
-        "Ask the assistant to find or change things in this app for you. It acts as you, and shows every step it takes."));
-    }
-    state.messages.forEach(function (message) { self.bubble(message); });
+    this.newChat = false;
+    this.showTitle(state.chat);
+    this.markCurrentChat();
+    var active = state.active_run;
+    var runs = {};
+    (state.runs || []).forEach(function (run) { if (!active || run.id !== active.id) runs[run.id] = run; });
+    if (!state.messages.length) this.showEmpty();
+    else this.thread.appendChild(this.renderHistory(state.messages, runs));
+    this.oldestId = state.messages.length ? state.messages[0].id : undefined;
+    this.hasMore = state.has_more === true;
+    this.loadingOlder = false;
+    this.showOlderButton();
     this.setActive(null);
-    if (state.active_run) {
-      this.run(state.active_run.id);
-      state.steps.forEach(function (step) { self.showStep(step); });
-      this.setActive(state.active_run.id);
+    if (active) {
+      var self = this;
+      this.run(active.id);
+      this.setActive(active.id);
+      (state.steps || []).forEach(function (step) { self.showStep(step, false); });
+      // A run waiting for the person's answer does not hold the input: a new message may replace it.
+      if (active.status === "awaiting_confirmation") this.setActive(null);
     }
+    this.refreshRetry();
+    this.stick = true;
+    this.thread.scrollTop = this.thread.scrollHeight;
   };
+
+  // A page of older history: prepended, and the person's view stays where it was.
+  Conversation.prototype.prependPage = function (page) {
+    this.loadingOlder = false;
+    if (!page.chat || page.chat.id !== this.chatId) return;
+    var runs = {};
+    (page.runs || []).forEach(function (run) { runs[run.id] = run; });
+    var height = this.thread.scrollHeight;
+    var top = this.thread.scrollTop;
+    var older = this.thread.querySelector(".assistant-older");
+    var fragment = this.renderHistory(page.messages, runs);
+    this.thread.insertBefore(fragment, older ? older.nextSibling : this.thread.firstChild);
+    if (page.messages.length) this.oldestId = page.messages[0].id;
+    this.hasMore = page.has_more === true && page.messages.length > 0;
+    this.showOlderButton();
+    this.thread.scrollTop = top + (this.thread.scrollHeight - height);
+  };
+
+  Conversation.prototype.showOlderButton = function () {
+    var older = this.thread.querySelector(".assistant-older");
+    if (!this.hasMore) { if (older) older.remove(); return; }
+    if (older) return;
+    older = el("li", "assistant-older");
+    older.appendChild(button("Show older messages", "assistant-button", { "data-assistant-older": "" }));
+    this.thread.insertBefore(older, this.thread.firstChild);
+  };
+
+  // --- Answers: feedback, copy, retry ---------------------------------------------------------------------
+
+  Conversation.prototype.onThreadClick = function (event) {
+    var target = event.target.closest("button");
+    if (!target || !this.thread.contains(target)) return;
+    var item = target.closest(".assistant-message");
+    if (target.hasAttribute("data-assistant-older")) return this.loadOlder();
+    if (target.hasAttribute("data-retry")) return this.retryLast();
+    if (target.hasAttribute("data-copy") && item) return this.copy(item, target);
+    if (target.hasAttribute("data-feedback") && item) return this.thumb(item, target.getAttribute("data-feedback"));
+    return undefined;
+  };
+
+  Conversation.prototype.thumb = function (item, which) {
+    var message = this.messages[item.dataset.messageId];
+    if (!message || !message.run_id) return;
+    var actions = item.querySelector(".assistant-message-actions");
+    var wanted = which === "up" ? 1 : -1;
+    var score = Number(actions.dataset.score) === wanted ? 0 : wanted;
+    var id = requestId("feedback");
+    if (!this.send({ type: "assistant.feedback", run_id: message.run_id, score: score, request_id: id })) return;
+    // Shown at once; a refusal puts back what the server holds.
+    this.pendingFeedback[id] = { message: message, actions: actions, previous: message.feedback || null };
+    this.showFeedback(actions, score ? { score: score, comment: "" } : null);
+    var form = item.querySelector(".assistant-feedback-form");
+    if (form) form.remove();
+    if (score !== 0) item.appendChild(this.feedbackForm(message, score)).scrollIntoView({ block: "nearest" });
+  };
+
+  Conversation.prototype.feedbackForm = function (message, score) {
+    var form = el("form", "assistant-feedback-form");
+    var id = "assistant-feedback-" + message.id + "-" + tabId;
+    var label = form.appendChild(el("label", null, score > 0 ? "What was good? (optional)" : "What went wrong? (optional)"));
+    label.htmlFor = id;
+    var text = form.appendChild(el("textarea"));
+    text.id = id;
+    text.rows = 2;
+    text.maxLength = 2000;
+    text.setAttribute("data-feedback-comment", "");
+    var send = form.appendChild(el("button", "assistant-button", "Send feedback"));
+    send.type = "submit";
+    send.setAttribute("data-feedback-send", "");
+    form.dataset.score = String(score);
+    return form;
+  };
+
+  Conversation.prototype.sendFeedbackComment = function (form) {
+    var item = form.closest(".assistant-message");
+    var message = this.messages[item.dataset.messageId];
+    var comment = form.querySelector("[data-feedback-comment]").value.trim();
+    if (!this.send({ type: "assistant.feedback", run_id: message.run_id, score: Number(form.dataset.score),
+                     comment: comment, request_id: requestId("feedback") })) return;
+    var thanks = el("p", "assistant-note", "Thank you for your feedback.");
+    form.replaceWith(thanks);
+    this.announce("Thank you for your feedback.");
+  };
+
+  Conversation.prototype.feedbackSaved = function (event) {
+    var self = this;
+    Object.keys(this.pendingFeedback).forEach(function (id) {
+      if (self.pendingFeedback[id].message.run_id === event.run_id) delete self.pendingFeedback[id];
+    });
+    var item = this.thread.querySelector('.assistant-message[data-message-id="' + event.message_id + '"]');
+    if (this.messages[event.message_id]) this.messages[event.message_id].feedback = event.feedback;
+    var actions = item && item.querySelector(".assistant-message-actions");
+    if (actions && actions.querySelector("[data-feedback]")) this.showFeedback(actions, event.feedback);
+  };
+
+  Conversation.prototype.copy = function (item, target) {
+    var message = this.messages[item.dataset.messageId];
+    var text = message ? message.content : item.querySelector(".assistant-message-body").textContent;
+    var self = this;
+    var done = function () {
+      target.textContent = "Copied";
+      self.announce("Answer copied.");
+      setTimeout(function () { target.textContent = "Copy"; }, 2000);
+    };
+    var fallback = function () {
+      var area = el("textarea");
+      area.value = text;
+      area.setAttribute("readonly", "");
+      area.style.position = "fixed";
+      area.style.opacity = "0";
+      document.body.appendChild(area);
+      area.select();
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+      area.remove();
+      target.focus();
+      if (ok) done(); else self.announce("Copying is not allowed here; select the answer's text instead.");
+    };
+    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, fallback);
+    else fallback();
+  };
+
+  Conversation.helpers = { el: el, button: button, iconButton: iconButton, requestId: requestId };
+  window.AssistantConversation = Conversation;
 
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-assistant-conversation]").forEach(function (root) {
-      if ("WebSocket" in window) new Conversation(root);
+      if ("WebSocket" in window) root.assistantConversation = new Conversation(root);
     });
   });
 })();

@@ -1,0 +1,205 @@
+// How a run's steps read to a person: one line in words, and the details behind it (arguments, a preview
+// of the result, the duration, why it did not take effect). Shared by the conversation; no dependencies.
+(function () {
+  "use strict";
+
+  var FAILED = ["invalid", "denied", "not_found", "error", "unknown"];
+  var PREVIEW_CHARS = 400;
+
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  // "tracker_task_list" -> {noun: "task", verb: "list"}: a tool's name is <app>_<model>_<action> by
+  // convention; anything else is read as plain words.
+  function parts(name) {
+    var words = String(name || "").split(/[_\-.]+/).filter(Boolean);
+    if (words.length >= 3) words = words.slice(1);
+    if (words.length < 2) return { noun: words.join(" "), verb: "" };
+    return { noun: words.slice(0, -1).join(" "), verb: words[words.length - 1].toLowerCase() };
+  }
+
+  function plural(noun, count) {
+    if (count === 1) return noun;
+    if (/(s|x|ch|sh)$/.test(noun)) return noun + "es";
+    if (/[^aeiou]y$/.test(noun)) return noun.slice(0, -1) + "ies";
+    return noun + "s";
+  }
+
+  function capitalise(text) {
+    return text ? text.charAt(0).toUpperCase() + text.slice(1) : text;
+  }
+
+  // [what it will do, what it is doing, what it did]
+  var VERBS = {
+    list: ["Read %ps", "Reading %ps", "Read %ps"], search: ["Search %ps", "Searching %ps", "Searched %ps"],
+    detail: ["Open a %n", "Opening a %n", "Opened a %n"], get: ["Open a %n", "Opening a %n", "Opened a %n"],
+    stats: ["Count the %n's figures", "Counting the %n's figures", "Counted the %n's figures"],
+    create: ["Create a %n", "Creating a %n", "Created a %n"], add: ["Add a %n", "Adding a %n", "Added a %n"],
+    update: ["Update a %n", "Updating a %n", "Updated a %n"], edit: ["Edit a %n", "Editing a %n", "Edited a %n"],
+    delete: ["Delete a %n", "Deleting a %n", "Deleted a %n"], remove: ["Remove a %n", "Removing a %n", "Removed a %n"],
+    complete: ["Complete a %n", "Completing a %n", "Completed a %n"],
+    archive: ["Archive a %n", "Archiving a %n", "Archived a %n"],
+  };
+  var WILL = 0, DOING = 1, DID = 2;
+
+  // The tool's name in words, e.g. for tracker_task_create: "Create a task", "Creating a task", "Created a task".
+  function humanise(name, tense) {
+    var p = parts(name);
+    var pattern = VERBS[p.verb];
+    if (!pattern) return capitalise((p.noun + " " + p.verb).trim()) || "A tool";
+    return pattern[tense].replace("%ps", plural(p.noun, 2)).replace("%n", p.noun);
+  }
+
+  function firstSentence(text) {
+    var match = /^(.*?[.!?])(\s|$)/.exec(String(text || "").trim());
+    return match ? match[1] : String(text || "").trim();
+  }
+
+  // The server's own words on what was done ("Task “Buy milk” created."), when the view said any.
+  function resultMessage(result) {
+    var data = (result && result.data) || {};
+    var messages = Array.isArray(data.messages) ? data.messages : [];
+    for (var i = 0; i < messages.length; i++) {
+      if (messages[i] && typeof messages[i].text === "string" && messages[i].text) return messages[i].text;
+    }
+    return "";
+  }
+
+  function readText(step) {
+    var data = (step.result || {}).data;
+    var p = parts(step.tool_name);
+    if (data && Array.isArray(data.results)) {
+      var count = typeof data.returned === "number" ? data.returned : data.results.length;
+      if (count === 0) return "Found no " + plural(p.noun, 0);
+      return "Read " + (data.truncated ? "the first " : "") + count + " " + plural(p.noun, count);
+    }
+    return humanise(step.tool_name, DID);
+  }
+
+  function isFailed(step) {
+    var status = (step.result || {}).status;
+    return step.kind === "tool_call" && step.state === "finished" && FAILED.indexOf(status) >= 0;
+  }
+
+  // What the approval card and the step say will happen: the server's sentence when it gave one, else
+  // the first sentence of the tool's description, else its name in words.
+  function question(step, tool) {
+    if (step.summary) return step.summary;
+    if (tool && tool.description) return firstSentence(tool.description).replace(/\.$/, "") + "?";
+    return humanise(step.tool_name, WILL) + "?";
+  }
+
+  // One line, in words, for any step.
+  function text(step, tool) {
+    var result = step.result || {};
+    if (step.kind === "notice") return step.reason || "Note";
+    if (step.kind === "model_call") {
+      if (result.interrupted) return "The model was interrupted: " + (step.reason || "stopped");
+      if (step.arguments && step.arguments.purpose === "summarise") return "Summarised the earlier conversation";
+      var calls = (result.tool_calls || []).map(function (call) { return humanise(call.name, WILL).toLowerCase(); });
+      return calls.length ? "Decided on: " + calls.join(", ") : "Wrote the answer";
+    }
+    var what = step.summary || humanise(step.tool_name, WILL);
+    if (step.state === "awaiting_confirmation") {
+      if (step.confirmation === "approved") return "Approved: " + what;
+      if (step.confirmation === "denied") return "Declined: " + what;
+      return "Waiting for your approval";  // the card right under it says what, in full
+    }
+    if (step.state === "started") return (step.summary || humanise(step.tool_name, DOING)) + "…";
+    var status = result.status || "";
+    if (step.took_effect) return resultMessage(result) || (step.summary ? "Done: " + step.summary : humanise(step.tool_name, DID));
+    if (status === "declined") return "Not done, declined: " + what;
+    if (status === "data") return readText(step);
+    if (isFailed(step)) return "Failed: " + what;
+    if (step.took_effect === null) return "Outcome unknown: " + what;
+    return "No change: " + what;
+  }
+
+  function className(step) {
+    var names = ["assistant-step"];
+    var status = (step.result || {}).status;
+    if (step.kind === "notice") names.push("is-notice");
+    else if (step.kind === "model_call") names.push("is-model");
+    if (step.state === "started" || (step.state === "awaiting_confirmation" && !step.confirmation)) names.push("is-running");
+    if (step.state === "awaiting_confirmation" && step.confirmation) names.push("is-running");
+    if (isFailed(step)) names.push("is-failed");
+    else if (status === "declined") names.push("is-declined");
+    if (step.took_effect === true) names.push("is-done");
+    if (status === "data") names.push("is-read");
+    return names.join(" ");
+  }
+
+  function icon(step) {
+    if (isFailed(step)) return "✕";
+    if ((step.result || {}).status === "declined") return "⊘";
+    if (step.took_effect === true) return "✓";
+    if (step.state !== "finished") return "…";
+    if (step.kind === "model_call") return "✎";
+    if (step.kind === "notice") return "ℹ";
+    return "•";
+  }
+
+  function pretty(value) {
+    var json;
+    try { json = JSON.stringify(value, null, 2); } catch (e) { json = String(value); }
+    return json === undefined ? "" : json;
+  }
+
+  function preview(value) {
+    var json = pretty(value);
+    return json.length > PREVIEW_CHARS ? json.slice(0, PREVIEW_CHARS) + "\n… (" + (json.length - PREVIEW_CHARS) + " more characters)" : json;
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined) return "";
+    return ms < 1000 ? ms + " ms" : (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s";
+  }
+
+  function field(list, label, value, pre) {
+    list.appendChild(el("dt", null, label));
+    var dd = el("dd");
+    dd.appendChild(pre ? el("pre", null, value) : document.createTextNode(value));
+    list.appendChild(dd);
+  }
+
+  // A step as <details>: the line is the summary, the body what a curious person wants to check.
+  function render(step, tool, node) {
+    var details = node || el("details");
+    var wasOpen = details.open;
+    details.className = className(step);
+    details.textContent = "";
+    details.dataset.seq = step.seq;
+    var summary = el("summary");
+    summary.appendChild(el("span", "assistant-step-icon", icon(step))).setAttribute("aria-hidden", "true");
+    summary.appendChild(el("span", "assistant-step-text", text(step, tool)));
+    details.appendChild(summary);
+    var body = el("dl", "assistant-step-body");
+    if (step.kind === "tool_call") {
+      field(body, "Tool", step.tool_name);
+      field(body, "Arguments", pretty(step.arguments || {}), true);
+      if (step.result) field(body, "Result", preview(step.result.data !== undefined ? step.result.data : step.result), true);
+    } else if (step.kind === "model_call") {
+      if (step.result && step.result.model) field(body, "Model", step.result.model);
+      var usage = step.usage || {};
+      if (usage.prompt_tokens || usage.completion_tokens) {
+        field(body, "Tokens", (usage.prompt_tokens || 0) + " in, " + (usage.completion_tokens || 0) + " out");
+      }
+    }
+    if (step.duration_ms !== null && step.duration_ms !== undefined) field(body, "Took", duration(step.duration_ms));
+    var reason = step.reason || (step.result && step.result.reason) || "";
+    if (step.kind === "tool_call" && step.took_effect !== true && reason) field(body, "Why it did not take effect", reason);
+    if (!body.childNodes.length) field(body, "Details", "Nothing more to show.");
+    details.appendChild(body);
+    details.open = wasOpen;
+    return details;
+  }
+
+  window.AssistantSteps = {
+    text: text, render: render, question: question, humanise: humanise, isFailed: isFailed,
+    resultMessage: resultMessage, el: el,
+  };
+})();
