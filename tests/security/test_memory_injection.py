@@ -19,7 +19,7 @@ from assistant.models import AgentChat, AgentRun
 from assistant.services import chat_send
 from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
-from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
+from tests.conftest import WorkerProcess, assistant_settings_with, stop_every_sweeper, wait_for, wait_for_run
 from tests.fake_embeddings_server import FakeEmbeddingsServer
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tracker.models import Project, Task
@@ -101,7 +101,11 @@ def test_a_memory_cannot_close_its_own_delimiters(
 
 @pytest.fixture
 def embedders(settings: Any, fake_openai: FakeOpenAIServer) -> Iterator[dict[str, str]]:
-    """Two embedders of the same length (16) with different names, and the fake model, for in-process turns."""
+    """Two embedders of the same length (16) with different names, and the fake model, for in-process turns.
+
+    The turns run in this process, on committed rows: a worker of the session would be sent the same runs
+    and could claim one first, so none runs meanwhile (`celery_worker` starts it again for the next test)."""
+    stop_every_sweeper()
     with FakeEmbeddingsServer(dims=16) as server:
         settings.ASSISTANT = {**settings.ASSISTANT, "PROVIDERS": {
             "lab_a": {"kind": "openai", "base_url": server.base_url, "api_key": "test-key"},
