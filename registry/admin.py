@@ -11,6 +11,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils.dateparse import parse_datetime
@@ -180,12 +181,29 @@ def _intent_rows(intent_affinity: dict[str, int]) -> list[IntentRow]:
 # --- the admin ------------------------------------------------------------------------------------
 
 
+class OwnerScopeFilter(admin.SimpleListFilter):
+    """A person's own profiles or the organisation-wide ones (those without an owner)."""
+
+    title = "owner"
+    parameter_name = "scope"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("person", "A person"), (ORGANISATION, "The organisation")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentProfile]) -> QuerySet[AgentProfile]:
+        if self.value() == "person":
+            return queryset.filter(owner__isnull=False)
+        if self.value() == ORGANISATION:
+            return queryset.filter(owner__isnull=True)
+        return queryset
+
+
 @admin.register(AgentProfile)
 class AgentProfileAdmin(admin.ModelAdmin):
     list_display = (
         "spec_name", "owner_label", "invocations", "success_rate", "trend", "avg_duration", "last_seen",
     )
-    list_filter = ("spec_name",)
+    list_filter = ("spec_name", OwnerScopeFilter)
     search_fields = ("spec_name", "owner__username", "notes")
     list_select_related = ("owner",)
     # The stored JSON (window, tool usage, intents) is shown by the page's own tables, never as fields.

@@ -15,7 +15,7 @@ from assistant.models import AgentChat, AgentRun
 from registry.models import AgentProfile
 from registry.selectors import profile_summary
 from registry.services import profile_record_invocation
-from tests.browser.harness import BROWSER_MARKS, screenshot
+from tests.browser.harness import BROWSER_MARKS, axe_violations, describe_violations, screenshot
 
 pytestmark = pytest.mark.django_db
 
@@ -241,6 +241,11 @@ def test_the_list_shows_each_profiles_figures_and_the_organisation_for_a_profile
     assert rows["general"][6]  # last seen
     assert rows["support"][1:6] == ["organisation", "1", "0%", "→", "0.5 s"]
 
+    organisation = read(reviewer, reverse("admin:registry_agentprofile_changelist") + "?scope=organisation")
+    assert [row[0] for row in organisation.tables["result_list"][1:]] == ["support"]
+    people = read(reviewer, reverse("admin:registry_agentprofile_changelist") + "?scope=person")
+    assert [row[0] for row in people.tables["result_list"][1:]] == ["general"]
+
 
 @pytest.mark.parametrize("who", ["reviewer", "superuser"])
 def test_nobody_can_add_change_or_delete_a_profile(
@@ -302,3 +307,7 @@ def test_screenshot_of_a_profile_page(page: Any, site_url: str, user_factory: An
     page.wait_for_selector("[data-figure=summary]")
     assert page.inner_text("[data-figure=summary]") == profile_summary(owner=profile.owner, spec_name=SPEC)
     screenshot(page, "admin-profile", full_page=True)
+    violations = axe_violations(page, "#content-main")
+    assert not violations, describe_violations(violations)
+    page.goto(site_url + reverse("admin:registry_agentprofile_changelist"))
+    screenshot(page, "admin-profiles")
