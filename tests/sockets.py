@@ -15,10 +15,21 @@ from config.asgi import application
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 
 
-def connect(user: Any) -> WebsocketCommunicator:
-    """A socket of a fresh browser session in which `user` signed in."""
+def signed_in_client(user: Any, **session_data: Any) -> Client:
+    """A fresh browser session in which `user` signed in; it holds `session_data`, as the site's own pages
+    would put it there."""
     client = Client()
     client.force_login(user)
+    if session_data:
+        session = client.session
+        session.update(session_data)
+        session.save()
+    return client
+
+
+def connect(user: Any, **session_data: Any) -> WebsocketCommunicator:
+    """A socket of a fresh browser session in which `user` signed in (see `signed_in_client`)."""
+    client = signed_in_client(user, **session_data)
     cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
     return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
 

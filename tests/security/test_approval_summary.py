@@ -22,9 +22,8 @@ from assistant.authority import SentFrom
 from assistant.models import AgentRun
 from assistant.tools import Tool, tools_for
 from assistant.tools.describe import describe_call
-from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.sockets import ORIGIN, receive_until
+from tests.sockets import connect, receive_until
 from tests.testapp.models import Effect
 from tracker.models import Comment, Project, Task
 
@@ -34,18 +33,6 @@ SECRET = "Bob's secret plans"
 
 def ends_with(*types: str) -> Callable[[dict[str, Any]], bool]:
     return lambda event: event["type"] in types
-
-
-def signed_in_socket(user: Any, **session_data: Any) -> WebsocketCommunicator:
-    """The socket of a browser session in which `user` signed in; the session holds `session_data`."""
-    client = Client()
-    client.force_login(user)
-    if session_data:
-        session = client.session
-        session.update(session_data)
-        session.save()
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
 
 
 def ask_then_decline(socket: WebsocketCommunicator) -> list[dict[str, Any]]:
@@ -85,7 +72,7 @@ def test_a_card_for_someone_elses_project_names_nothing_of_it(
     model = script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": bobs_project.pk}}]},
                    {"text": "I could not."})
     with assistant_settings_with(MODEL=model):
-        events = ask_then_decline(signed_in_socket(alice))
+        events = ask_then_decline(connect(alice))
     asked = next(event for event in events if event["type"] == "assistant.confirm")
     assert asked["step"]["summary"] == (f"Delete the project #{bobs_project.pk} — it could not be found for you; "
                                         "the action will most likely fail.")
@@ -108,7 +95,7 @@ def test_a_gate_middleware_that_would_refuse_the_person_refuses_the_lookup(
     model = script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": home.pk}}]},
                    {"text": "Not yet."})
     with assistant_settings_with(MODEL=model):
-        events = ask_then_decline(signed_in_socket(alice, testapp_needs_2fa=True))
+        events = ask_then_decline(connect(alice, testapp_needs_2fa=True))
     asked = next(event for event in events if event["type"] == "assistant.confirm")
     assert asked["step"]["summary"] == (f"Delete the project #{home.pk} — the site did not let it be looked up for "
                                         "you; the action will most likely fail.")

@@ -29,7 +29,7 @@ from assistant.services import chat_send
 from assistant.tools import execute_tool
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.sockets import receive_until
+from tests.sockets import receive_until, signed_in_client
 from tests.testapp.middleware import VERIFY_PATH
 from tests.testapp.models import Effect
 from tracker.models import Project
@@ -40,17 +40,6 @@ ORIGIN = b"http://127.0.0.1:8000"
 ENDED = ("succeeded", "failed", "cancelled", "timed_out")
 # The consumer re-checks its session every SESSION_CHECK_SECONDS (3 by default); "a few seconds".
 CLOSE_WITHIN_SECONDS = 5.0
-
-
-def browser(user: Any, **session_data: Any) -> Client:
-    """A logged-in browser tab; its session holds `session_data`, as the site's own pages would put it there."""
-    client = Client()
-    client.force_login(user)
-    if session_data:
-        session = client.session
-        session.update(session_data)
-        session.save()
-    return client
 
 
 def session_key(client: Client) -> str:
@@ -98,7 +87,7 @@ def tool_results(run: AgentRun, name: str) -> list[dict[str, Any]]:
 def test_the_sites_own_gate_middleware_applies_to_tool_calls(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str], flag: str, status: str, reason_mentions: str
 ) -> None:
-    tab = browser(alice, **{flag: True})
+    tab = signed_in_client(alice, **{flag: True})
     model = script({"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "gated"}}]},
                    {"text": "Tried."})
     socket = socket_of(tab)
@@ -121,7 +110,7 @@ def test_the_sites_own_gate_middleware_applies_to_tool_calls(
 def test_the_view_sees_the_persons_session_and_the_address_of_their_socket(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
-    tab = browser(alice, testapp_note="prefers blue")
+    tab = signed_in_client(alice, testapp_note="prefers blue")
     model = script({"tool_calls": [{"name": "test_whoami", "arguments": {}}]}, {"text": "You are alice."})
     socket = socket_of(tab, address="203.0.113.9")
 
@@ -141,7 +130,7 @@ def test_the_view_sees_the_persons_session_and_the_address_of_their_socket(
 def test_write_tools_pass_the_sites_csrf_check_with_a_real_token(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     model = script({"tool_calls": [{"name": "test_csrf_seen", "arguments": {}}]}, {"text": "Checked."})
     socket = socket_of(tab)
 
@@ -161,7 +150,7 @@ def test_write_tools_pass_the_sites_csrf_check_with_a_real_token(
 
 @override_settings(CSRF_USE_SESSIONS=True)
 def test_with_csrf_secrets_in_sessions_the_token_is_the_persons_own(alice: Any) -> None:
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     sent_from = SentFrom(session_key=session_key(tab), client_address="198.51.100.23", origin=ORIGIN.decode())
 
     outcome = execute_tool(alice, "test_csrf_seen", {}, sent_from=sent_from)
@@ -171,7 +160,7 @@ def test_with_csrf_secrets_in_sessions_the_token_is_the_persons_own(alice: Any) 
 
 
 def test_an_async_function_view_works_as_a_tool(alice: Any) -> None:
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     sent_from = SentFrom(session_key=session_key(tab), client_address="198.51.100.23", origin=ORIGIN.decode())
 
     outcome = execute_tool(alice, "test_async_effect", {"label": "from async"}, sent_from=sent_from)
@@ -186,7 +175,7 @@ def test_an_async_function_view_works_as_a_tool(alice: Any) -> None:
 def test_messages_reach_the_model_and_stay_out_of_the_persons_session(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     model = script({"tool_calls": [{"name": "test_flash", "arguments": {"label": "flashed"}}]}, {"text": "Done."})
     socket = socket_of(tab)
 
@@ -217,7 +206,7 @@ def test_logout_in_another_tab_closes_the_socket_and_ends_the_waiting_run_for_go
     home = Project.objects.create(owner=alice, name="Home")
     model = script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": home.pk}}]},
                    {"text": "Deleted."})
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     socket = socket_of(tab)
     state: dict[str, Any] = {}
 
@@ -243,7 +232,7 @@ def test_logout_in_another_tab_closes_the_socket_and_ends_the_waiting_run_for_go
     assert run.steps.get(kind="tool_call").confirmation == "denied"
 
     # Logging in again and approving the old question changes nothing.
-    again = socket_of(browser(alice))
+    again = socket_of(signed_in_client(alice))
 
     async def approve_later() -> None:
         assert (await again.connect())[0]
@@ -262,7 +251,7 @@ def test_logout_in_another_tab_closes_the_socket_and_ends_the_waiting_run_for_go
 def test_logging_out_one_session_leaves_the_persons_other_sessions_open(
     alice: Any, celery_worker: WorkerProcess
 ) -> None:
-    laptop, phone = browser(alice), browser(alice)
+    laptop, phone = signed_in_client(alice), signed_in_client(alice)
     on_laptop, on_phone = socket_of(laptop), socket_of(phone)
 
     async def scenario() -> None:
@@ -305,7 +294,7 @@ def test_a_session_ending_without_logout_closes_the_socket_and_ends_the_waiting_
     home = Project.objects.create(owner=alice, name="Home")
     model = script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": home.pk}}]},
                    {"text": "Deleted."})
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     socket = socket_of(tab)
     state: dict[str, Any] = {}
 
@@ -333,13 +322,13 @@ def test_a_question_from_a_session_that_ended_unobserved_is_gone_when_the_person
     home = Project.objects.create(owner=alice, name="Home")
     model = script({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": home.pk}}]},
                    {"text": "Deleted."})
-    old_tab = browser(alice)
+    old_tab = signed_in_client(alice)
     with assistant_settings_with(MODEL=model):
         run = chat_send(user=alice, content="delete Home",
                         sent_from=SentFrom(session_key=session_key(old_tab), client_address=None, origin="")).run
         wait_for_run(run.pk, "awaiting_confirmation")
     _expire_session(alice, session_key(old_tab))  # the tab was closed: no socket was there to notice
-    socket = socket_of(browser(alice))
+    socket = socket_of(signed_in_client(alice))
 
     async def scenario() -> None:
         assert (await socket.connect())[0]
@@ -365,7 +354,7 @@ def test_a_working_run_takes_no_further_action_once_the_person_logged_out(
         {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "after logout"}}]},
         {"text": "Recorded."},
     )
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     socket = socket_of(tab)
     state: dict[str, Any] = {}
 
@@ -392,7 +381,7 @@ def test_a_queued_run_whose_session_ended_does_nothing(
 ) -> None:
     model = script({"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "queued"}}]},
                    {"text": "Recorded."})
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     key = session_key(tab)
     with assistant_settings_with(MODEL=model):
         # The session ends before any worker takes the run up (the run is enqueued when this block commits).
@@ -407,7 +396,7 @@ def test_a_queued_run_whose_session_ended_does_nothing(
 
 
 def test_a_tool_call_with_an_ended_session_is_never_executed_as_the_person(alice: Any) -> None:
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     sent_from = SentFrom(session_key=session_key(tab), client_address=None, origin="")
     tab.post("/logout/")
 
@@ -422,11 +411,11 @@ def test_a_tool_call_with_an_ended_session_is_never_executed_as_the_person(alice
 def test_staff_reviewing_a_run_see_where_it_came_from_but_never_the_session_key(
     alice: Any, user_factory: Callable[..., Any]
 ) -> None:
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     key = session_key(tab)
     run = chat_send(user=alice, content="hello",
                     sent_from=SentFrom(session_key=key, client_address="203.0.113.9", origin=ORIGIN.decode())).run
-    staff = browser(user_factory("reviewer", is_staff=True, is_superuser=True))
+    staff = signed_in_client(user_factory("reviewer", is_staff=True, is_superuser=True))
 
     page = staff.get(f"/admin/assistant/agentrun/{run.pk}/change/")
 
@@ -438,7 +427,7 @@ def test_staff_reviewing_a_run_see_where_it_came_from_but_never_the_session_key(
 def test_checking_a_session_signed_under_a_previous_secret_key_does_not_sign_the_person_out(alice: Any) -> None:
     from django.conf import settings
 
-    tab = browser(alice)
+    tab = signed_in_client(alice)
     key = session_key(tab)
 
     # The site rotates its secret and keeps the old one as a fallback: sessions signed in before stay valid.
