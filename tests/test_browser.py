@@ -68,6 +68,39 @@ def test_after_a_reload_with_a_pending_approval_the_input_works_and_the_button_s
     assert page.input_value("[data-assistant-input]") == ""
 
 
+# The page's sockets open, but the page hears of it only when the test releases them: a slow handshake.
+HOLD_SOCKETS_OPEN = """(() => {
+  const Real = window.WebSocket;
+  let release;
+  const released = new Promise((resolve) => { release = resolve; });
+  window.releaseSockets = () => release();
+  window.WebSocket = function (url, protocols) {
+    const socket = new Real(url, protocols);
+    const listen = socket.addEventListener.bind(socket);
+    socket.addEventListener = (type, listener, options) => listen(
+      type, type === "open" ? (event) => released.then(() => listener(event)) : listener, options);
+    return socket;
+  };
+  window.WebSocket.prototype = Real.prototype;
+  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+})();"""
+
+
+def test_a_dock_opened_before_its_socket_connects_gives_the_input_focus_once_it_can_type(
+    page: Any, site_url: str, alice: Any
+) -> None:
+    page.add_init_script(HOLD_SOCKETS_OPEN)
+    log_in(page, site_url, "alice")
+    page.focus("a[href='/tracker/']")
+    page.keyboard.press("Alt+Shift+A")
+    page.wait_for_selector("#assistant-dock:not([hidden])")
+    assert page.is_disabled("#assistant-dock [data-assistant-input]")
+    assert page.evaluate("document.activeElement.matches('#assistant-dock [data-assistant-toggle]')")
+    page.evaluate("window.releaseSockets()")
+    page.wait_for_selector("#assistant-dock .assistant-status.is-connected")
+    page.wait_for_function("document.activeElement.matches('#assistant-dock [data-assistant-input]')")
+
+
 def test_the_keyboard_alone_opens_sends_approves_and_closes(
     page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess
 ) -> None:

@@ -146,6 +146,13 @@
       if (self.reconnectButton) self.reconnectButton.hidden = true;
       self.input.disabled = false;
       self.button.disabled = false;
+      // A dock opened while connecting put focus on its close button (the input was disabled): now that
+      // the input works, it takes focus, unless the person has moved on.
+      var dock = self.root.closest(".assistant-dock");
+      var active = document.activeElement;
+      if (dock && !dock.hidden && active && active.matches("[data-assistant-toggle]") && dock.contains(active)) {
+        self.input.focus();
+      }
       self.reload();
       self.listChats();
     });
