@@ -7,7 +7,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.sessions.models import Session
+from django.test import Client
 
+from assistant.authority import SentFrom
 from assistant.models import AgentChat, AgentRun
 from assistant.services import chat_send, run_cancel
 from assistant.tasks import run_turn
@@ -94,4 +97,24 @@ def test_a_crashed_turn_counts_once_as_an_error(alice: Any, celery_worker: Worke
     entry = entry_of(run)
     assert entry["status"] == "error"
     assert entry["error_summary"].startswith("Something went wrong inside the assistant")
+    assert AgentProfile.objects.get(owner=alice).invocations == 1
+
+
+def test_a_working_run_whose_session_ended_counts_once_as_cancelled(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    tab = Client()
+    tab.force_login(alice)
+    key = tab.session.session_key
+    model = script({"tool_calls": [{"name": "test_wait", "arguments": {"seconds": 1}}]},
+                   {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "late"}}]}, {"text": "never"})
+    with assistant_settings_with(MODEL=model):
+        run = chat_send(user=alice, content="wait, then record",
+                        sent_from=SentFrom(session_key=key, client_address=None, origin="")).run
+    wait_for(lambda: AgentRun.objects.get(pk=run.pk).steps.filter(kind="tool_call").exists(), what="the tool")
+    Session.objects.filter(session_key=key).delete()  # signed out elsewhere while the run works
+    run = wait_for_run(run.pk, *FINISHED)
+    assert (run.status, run.stop_reason) == ("cancelled", "session_ended")
+    entry = entry_of(run)
+    assert (entry["status"], entry["stop_reason"]) == ("cancelled", "session_ended")
     assert AgentProfile.objects.get(owner=alice).invocations == 1
