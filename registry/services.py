@@ -56,7 +56,7 @@ def profile_record_invocation(*, owner: Any, spec_name: str, entry: dict[str, An
         usage["failure"] += failures[name]
     if entry.get("intent"):
         profile.intent_affinity[entry["intent"]] = profile.intent_affinity.get(entry["intent"], 0) + 1
-    profile.save()
+    profile.save(update_fields=["window", "invocations", "first_seen", "last_seen", "tool_usage", "intent_affinity"])
     return profile
 
 
