@@ -153,6 +153,10 @@ class AgentRun(models.Model):
     # When a sweep last put the run back on the queue: at most once per lease period, however many
     # workers sweep (assistant/turn/sweeper.py).
     requeued_at = models.DateTimeField(null=True, blank=True)
+    # When the run's entry went into its owner's profile (registry): set in the transaction that ends the
+    # run, so a run counts once however it ends. Empty on an ended run only when that write failed; the
+    # sweeper then records it (assistant/turn/sweeper.py).
+    profile_recorded_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # The wall-time limit counts from here: the first start, or the user's answer to a confirmation
@@ -172,6 +176,10 @@ class AgentRun(models.Model):
             # A session that ends looks up its runs that still may act.
             models.Index(fields=["session_key"], name="run_active_session",
                          condition=Q(status__in=["queued", "running", "awaiting_confirmation"])),
+            # Ended runs whose profile entry could not be written: the sweeper's to record (normally none).
+            models.Index(fields=["id"], name="run_profile_unrecorded",
+                         condition=Q(profile_recorded_at__isnull=True)
+                         & ~Q(status__in=["queued", "running", "awaiting_confirmation"])),
         ]
         constraints = [
             # At most one active run per chat, enforced by the database, not by hope.

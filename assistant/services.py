@@ -29,10 +29,12 @@ from assistant.payloads import (
     run_payload,
     step_payload,
 )
+from assistant.run_profile import run_intent, run_profile_record
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
 from assistant.tools.offer import resolve_scope
 from assistant.turn.lease import LeaseLost
+from registry.services import profile_entry_score
 
 # A chat's title, as the person renames it (the model field's length).
 TITLE_MAX_CHARS = 200
@@ -175,11 +177,28 @@ def run_finish(
     *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
     steps: list[AgentStep] | None = None, holder: str | None = None,
 ) -> AgentRun:
-    """Close a run with its final status and announce it. Counts and tokens are totalled from its steps
-    (pass them when already loaded).
+    """Close a run with its final status, file it in its owner's profile and announce it. Counts and
+    tokens are totalled from its steps (pass them when already loaded).
 
     A worker passes its `holder`: the run is then closed only while that worker still holds its lease,
-    in the same statement, and `LeaseLost` is raised, with nothing changed, when it does not."""
+    in the same statement, and `LeaseLost` is raised, with nothing changed, when it does not.
+
+    The profile entry is written in the same transaction as the end (the caller's, or one of its own):
+    a run counts exactly once however it ends, whatever dies when (see assistant/run_profile.py)."""
+    with transaction.atomic(savepoint=False):
+        run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
+                         holder=holder)
+    if status == AgentRun.Status.CANCELLED:
+        publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
+    elif status != AgentRun.Status.SUCCEEDED:
+        publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
+    return run
+
+
+def _run_close(
+    *, run: AgentRun, status: str, stop_reason: str, error: str, reply: str, steps: list[AgentStep] | None,
+    holder: str | None,
+) -> AgentRun:
     now = timezone.now()
     steps = list(run.steps.all()) if steps is None else steps
     tool_steps = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
@@ -193,9 +212,13 @@ def run_finish(
     run.finished_at = now
     run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
     run.lease_owner, run.lease_expires_at = "", None
+    run.intent = run_intent(steps)
+    # Set with the end, in its one statement; the entry follows in the same transaction.
+    run.profile_recorded_at = now
     fields = [
         "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
         "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
+        "intent", "profile_recorded_at",
     ]
     if holder is None:
         run.save(update_fields=fields)
@@ -203,10 +226,7 @@ def run_finish(
         values = {name: getattr(run, name) for name in fields}
         if not AgentRun.objects.filter(pk=run.pk, lease_owner=holder).update(**values):
             raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
-    if status == AgentRun.Status.CANCELLED:
-        publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
-    elif status != AgentRun.Status.SUCCEEDED:
-        publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
+    run_profile_record(run, steps)
     return run
 
 
@@ -298,6 +318,8 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
     run.feedback_comment = comment
     run.feedback_at = timezone.now() if score else None
     run.save(update_fields=["quality_score", "feedback_comment", "feedback_at"])
+    # The run's profile entry (written when it ended) follows, under the run's lock taken above.
+    profile_entry_score(owner=run.owner_id, spec_name=run.spec, run_id=run.pk, quality_score=run.quality_score)
     message = run.messages.filter(role=AgentMessage.Role.ASSISTANT).order_by("-id").first()
     publish_to_user(user.pk, run_event(
         "assistant.feedback_saved", run, message_id=message.pk if message is not None else None,

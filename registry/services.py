@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django.db import transaction
@@ -12,27 +13,67 @@ from registry.models import WINDOW_SIZE, AgentProfile
 STATUSES = ("success", "error", "timeout", "cancelled")
 
 
+def _owner_id(owner: Any) -> Any:
+    return getattr(owner, "pk", owner)
+
+
+def _locked_profile(owner_id: Any, spec_name: str) -> AgentProfile:
+    """The profile's row, locked until the transaction ends; made on first use. One query when it exists."""
+    profile = AgentProfile.objects.select_for_update().filter(owner_id=owner_id, spec_name=spec_name).first()
+    if profile is None:
+        # Two first recordings may race to make it: the unique constraint lets one in, and both then lock it.
+        AgentProfile.objects.get_or_create(owner_id=owner_id, spec_name=spec_name)
+        profile = AgentProfile.objects.select_for_update().get(owner_id=owner_id, spec_name=spec_name)
+    return profile
+
+
 @transaction.atomic
 def profile_record_invocation(*, owner: Any, spec_name: str, entry: dict[str, Any]) -> AgentProfile:
-    """Append one invocation to the owner's profile for `spec_name`, keeping the last WINDOW_SIZE entries.
+    """Append one invocation to the profile of `owner` (a user, a user id, or None for the organisation)
+    for `spec_name`, keeping the last WINDOW_SIZE entries.
 
-    The row is locked for the update, so runs finishing at the same moment never lose each other's entry.
+    The row is locked for the update, so runs finishing at the same moment never lose each other's entry,
+    and the entry's `timestamp` is taken once the lock is held: the window is in time order. An entry whose
+    `run_id` is in the window already is not added again. Tool counts are per call: `tools_used` names
+    each call's tool (repeated when called again), `failed_tools` each failed call's.
     """
     if entry.get("status") not in STATUSES:
         raise ValueError(f"Invocation status must be one of {', '.join(STATUSES)}, not {entry.get('status')!r}.")
+    profile = _locked_profile(_owner_id(owner), spec_name)
+    run_id = entry.get("run_id")
+    if run_id is not None and any(recorded.get("run_id") == run_id for recorded in profile.window):
+        return profile
     now = timezone.now()
-    AgentProfile.objects.get_or_create(owner=owner, spec_name=spec_name, defaults={"first_seen": now})
-    profile = AgentProfile.objects.select_for_update().get(owner=owner, spec_name=spec_name)
-    entry = {"timestamp": now.isoformat(), **entry}
+    entry = {**entry, "timestamp": now.isoformat()}
     profile.window = [*profile.window, entry][-WINDOW_SIZE:]
     profile.invocations += 1
     profile.first_seen = profile.first_seen or now
     profile.last_seen = now
-    failed = entry.get("failed_tools") or []
-    for name in entry.get("tools_used") or []:
+    calls, failures = Counter(entry.get("tools_used") or []), Counter(entry.get("failed_tools") or [])
+    for name in calls.keys() | failures.keys():
         usage = profile.tool_usage.setdefault(name, {"success": 0, "failure": 0})
-        usage["failure" if name in failed else "success"] += 1
+        usage["success"] += max(calls[name] - failures[name], 0)
+        usage["failure"] += failures[name]
     if entry.get("intent"):
         profile.intent_affinity[entry["intent"]] = profile.intent_affinity.get(entry["intent"], 0) + 1
-    profile.save()
+    profile.save(update_fields=["window", "invocations", "first_seen", "last_seen", "tool_usage", "intent_affinity"])
     return profile
+
+
+@transaction.atomic
+def profile_entry_score(*, owner: Any, spec_name: str, run_id: int, quality_score: float | None) -> bool:
+    """The person's feedback on run `run_id` reached its entry: set its `quality_score` (0–1), or remove it
+    (None: feedback taken back). The row is locked, so feedback racing a new recording loses neither.
+    False, and nothing changed, when the run is no longer (or not) in the window."""
+    profile = AgentProfile.objects.select_for_update().filter(owner_id=_owner_id(owner), spec_name=spec_name).first()
+    if profile is None:
+        return False
+    for entry in profile.window:
+        if entry.get("run_id") == run_id:
+            if quality_score is None:
+                entry.pop("quality_score", None)
+            else:
+                entry["quality_score"] = float(quality_score)
+            profile.save(update_fields=["window"])
+            return True
+    return False

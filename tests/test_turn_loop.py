@@ -55,7 +55,7 @@ def test_a_turn_with_three_tool_calls(alice: Any, celery_worker: WorkerProcess, 
     assert list(AgentMessage.objects.filter(chat=run.chat).values_list("role", "content")) == [
         ("user", "do three things"), ("assistant", run.reply)
     ]
-    # The registry entry is written just after the run is finished (the reply leaves first).
+    # The registry entry is written with the run's end, in the same transaction.
     profile = wait_for(lambda: AgentProfile.objects.filter(owner=alice, spec_name="default").first(),
                        what="the run's registry entry")
     assert profile.invocations == 1

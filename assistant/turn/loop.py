@@ -42,7 +42,6 @@ from assistant.turn.lease import Heartbeat, LeaseLost
 from assistant.turn.limits import Limits, StopRun
 from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls, storable_json
 from registry.selectors import profile_summary
-from registry.services import profile_record_invocation
 
 logger = logging.getLogger(__name__)
 
@@ -397,37 +396,16 @@ class Turn:
 
     def _succeed(self, text: str) -> None:
         reply = text.strip() or "Done."
-        run, _message = self.journal.succeed(self.user, reply)
+        # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
+        self.journal.succeed(self.user, reply)
         # The reply leaves before the bookkeeping below starts competing with it for the interpreter.
         publisher.flush(timeout=1.0)
-        self._record(run, "success", "")
         self._remember(reply)
 
     def _stop(self, stop: StopRun) -> None:
-        try:
-            run = self.journal.stop(stop.status, stop.stop_reason, stop.message)
-        except LeaseLost:
-            return  # ended elsewhere (the sweeper, another worker): nothing of this worker's to record
-        outcomes: dict[str, str] = {Status.CANCELLED: "cancelled", Status.TIMED_OUT: "timeout"}
-        status = outcomes.get(stop.status, "error")
-        self._record(run, status, run.error)  # the message as stored: a provider's error text is made storable
-
-    def _record(self, run: AgentRun, status: str, error: str) -> None:
-        """File the finished run (as `run_finish` left it) in the registry."""
-        tool_steps = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
-        entry = {
-            "run_id": run.pk, "chat_id": run.chat_id, "status": status,
-            "duration_ms": run.duration_ms or 0, "tool_calls": len(tool_steps),
-            "tool_errors": sum(1 for step in tool_steps if step.failed),
-            "token_usage": run.total_tokens, "intent": run.intent or None,
-            "tools_used": [step.tool_name for step in tool_steps],
-            "failed_tools": [step.tool_name for step in tool_steps if step.failed],
-            "error_summary": error[:200] or None,
-        }
-        try:
-            profile_record_invocation(owner=self.user, spec_name=self.run.spec, entry=entry)
-        except Exception:  # the record is for review; it must never undo an answered turn
-            logger.exception("Could not record run %s in the registry", self.run.pk)
+        # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
+        with contextlib.suppress(LeaseLost):  # ended elsewhere (the sweeper, another worker), and filed there
+            self.journal.stop(stop.status, stop.stop_reason, stop.message)
 
     def _remember(self, reply: str) -> None:
         try:

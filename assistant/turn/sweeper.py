@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from assistant.conf import assistant_settings
 from assistant.models import AgentRun
+from assistant.run_profile import run_profile_record
 from assistant.services import run_finish, run_setting
 from assistant.turn.lease import configured_lease_seconds
 
@@ -34,6 +35,7 @@ def sweep_runs() -> dict[str, list[int]]:
     now = timezone.now()
     timed_out = _time_out_stuck_runs(now)
     requeued = _requeue_lost_runs(now)
+    _record_unrecorded_runs()
     if requeued or timed_out:
         logger.info("Swept runs: re-enqueued %s, timed out %s", requeued, timed_out)
     return {"requeued": requeued, "timed_out": timed_out}
@@ -87,3 +89,23 @@ def _requeue_lost_runs(now: datetime) -> list[int]:
             break
         requeued.append(run_id)
     return requeued
+
+
+def _record_unrecorded_runs() -> list[int]:
+    """File in their profiles the ended runs whose entry could not be written when they ended (a failed
+    write is rolled back alone, so the run still ended: see assistant/run_profile.py). Normally none."""
+    recorded: list[int] = []
+    with transaction.atomic():
+        # Locked like the end of a run, so racing sweeps never file one twice.
+        runs = list(
+            AgentRun.objects.select_for_update(skip_locked=True)
+            .filter(profile_recorded_at__isnull=True).exclude(status__in=AgentRun.ACTIVE_STATUSES)
+            .order_by("pk")[:REQUEUE_BATCH]
+        )
+        for run in runs:
+            AgentRun.objects.filter(pk=run.pk).update(profile_recorded_at=timezone.now())
+            if run_profile_record(run, list(run.steps.all())):
+                recorded.append(run.pk)
+    if recorded:
+        logger.info("Filed in their profiles the ended runs %s", recorded)
+    return recorded
