@@ -285,22 +285,30 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
-def _svg(width: int, height: int, title: str, label: str, body: Iterable[str]) -> SafeString:
-    """An SVG image that scales to its box: a title, and an aria-label carrying the figures."""
+def _svg(width: int, height: int, title: str, label: str, body: Iterable[str],
+         links: Iterable[str]) -> SafeString:
+    """A chart that scales to its box: an image (`role="img"`, a title, an aria-label carrying the figures)
+    and, laid over it, the same bars as links to their runs. The links are hidden from assistive technology
+    and kept out of the tab order (an image holds no controls, and the table under the chart carries the
+    same links for the keyboard and screen readers); they are there for the mouse."""
+    box = f'viewBox="0 0 {width} {height}" preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg"'
     return mark_safe(  # noqa: S308 - every text below is escaped where it is put in
-        f'<svg class="dashboard-chart" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{escape(label)}" xmlns="http://www.w3.org/2000/svg" preserveAspectRatio="xMinYMin meet">'
+        f'<div class="dashboard-chart-box">'
+        f'<svg class="dashboard-chart" {box} role="img" aria-label="{escape(label)}">'
         f"<title>{escape(title)}</title>{''.join(body)}</svg>"
+        f'<svg class="dashboard-chart-links" {box} aria-hidden="true">{"".join(links)}</svg></div>'
     )
 
 
-def _linked_rect(x: float, y: float, width: float, height: float, colour: str, href: str, tip: str) -> str:
-    # Out of the tab order: the table under the chart carries the same links for the keyboard.
-    return (f'<a href="{escape(href)}" tabindex="-1"><rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" '
-            f'height="{height:.1f}" fill="{colour}"><title>{escape(tip)}</title></rect></a>')
+def _bar(x: float, y: float, width: float, height: float, colour: str, href: str, tip: str) -> tuple[str, str]:
+    """A bar, and its transparent twin that links to the runs it counts."""
+    shape = f'x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}"'
+    return (f'<rect {shape} fill="{colour}"/>',
+            f'<a href="{escape(href)}" tabindex="-1"><rect {shape} fill="transparent">'
+            f"<title>{escape(tip)}</title></rect></a>")
 
 
-def _text(x: float, y: float, text: str, *, anchor: str = "start", size: int = 11) -> str:
+def _text(x: float, y: float, text: str, *, anchor: str = "start", size: int = 13) -> str:
     return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
             f'fill="currentColor">{escape(text)}</text>')
 
@@ -309,12 +317,13 @@ def column_chart(*, title: str, summary: str, days: Sequence[datetime.date],
                  series: Sequence[tuple[str, str, Mapping[datetime.date, int]]],
                  href: Any) -> SafeString:
     """Columns a day, stacked by series (`(name, colour, values by day)`); `href(day, name)` links a part."""
-    width, height, left, bottom, top = 720, 240, 48, 28, 12
+    width, height, left, bottom, top = 600, 220, 52, 28, 12
     plot_width, plot_height = width - left - 8, height - bottom - top
     totals = [sum(values.get(day, 0) for _, _, values in series) for day in days]
     peak = max(totals, default=0) or 1
     slot = plot_width / max(len(days), 1)
     bar = max(slot * 0.75, 1)
+    links: list[str] = []
     body = [
         f'<line x1="{left}" y1="{top + plot_height}" x2="{width - 8}" y2="{top + plot_height}" '
         f'stroke="currentColor" stroke-opacity="0.4"/>',
@@ -331,35 +340,40 @@ def column_chart(*, title: str, summary: str, days: Sequence[datetime.date],
                 continue
             size = value / peak * plot_height
             y -= size
-            body.append(_linked_rect(x, y, bar, size, colour, href(day, name), f"{day}: {_number(value)} {name}"))
-        if index % label_every == 0 or index == len(days) - 1:
-            body.append(_text(x + bar / 2, height - 10, day.strftime("%d %b"), anchor="middle", size=10))
-    return _svg(width, height, title, summary, body)
+            shape, link = _bar(x, y, bar, size, colour, href(day, name), f"{day}: {_number(value)} {name}")
+            body.append(shape)
+            links.append(link)
+        if index % label_every == 0:
+            body.append(_text(x + bar / 2, height - 10, day.strftime("%d %b"), anchor="middle", size=12))
+    return _svg(width, height, title, summary, body, links)
 
 
 def bar_list_chart(*, title: str, summary: str,
                    rows: Sequence[tuple[str, Sequence[tuple[float, str, str, str]]]]) -> SafeString:
     """Horizontal bars, one row per `(label, parts)`, each part `(value, colour, href, tip)` laid end to end."""
-    row_height, label_width, width = 26, 220, 720
+    row_height, label_width, width = 28, 210, 600
     height = max(len(rows), 1) * row_height + 8
     peak = max((sum(part[0] for part in parts) for _, parts in rows), default=0) or 1
     plot_width = width - label_width - 60
     body: list[str] = []
+    links: list[str] = []
     for index, (label, parts) in enumerate(rows):
         y = 4 + index * row_height
-        shown = label if len(label) <= 32 else f"{label[:31]}…"
-        body.append(_text(label_width - 8, y + 16, shown, anchor="end"))
+        shown = label if len(label) <= 26 else f"{label[:25]}…"
+        body.append(_text(label_width - 8, y + 18, shown, anchor="end"))
         x = float(label_width)
         for value, colour, href, tip in parts:
             if not value:
                 continue
             size = value / peak * plot_width
-            body.append(_linked_rect(x, y + 3, size, row_height - 8, colour, href, tip))
+            shape, link = _bar(x, y + 3, size, row_height - 8, colour, href, tip)
+            body.append(shape)
+            links.append(link)
             x += size
-        body.append(_text(x + 6, y + 16, _number(sum(part[0] for part in parts))))
+        body.append(_text(x + 6, y + 18, _number(sum(part[0] for part in parts))))
     if not rows:
         body.append(_text(width / 2, 20, "nothing in this range", anchor="middle"))
-    return _svg(width, height, title, summary, body)
+    return _svg(width, height, title, summary, body, links)
 
 
 # --- the page -----------------------------------------------------------------------------------------
@@ -386,8 +400,8 @@ def charts(board: Dashboard) -> dict[str, SafeString]:
     )
     tokens_chart = column_chart(
         title=f"Tokens per day, {span}",
-        summary=f"Tokens per day, {span}: {board.tokens} tokens in all; the most in a day "
-                f"{max(board.tokens_by_day.values(), default=0)}.",
+        summary=f"Tokens per day, {span}: {_number(board.tokens)} tokens in all; the most in a day "
+                f"{_number(max(board.tokens_by_day.values(), default=0))}.",
         days=query.days, series=[("tokens", "#6a1b9a", board.tokens_by_day)],
         href=lambda day, name: run_list_url(day_query(query, day)),
     )
@@ -463,7 +477,7 @@ def page_context(board: Dashboard) -> dict[str, Any]:
         "runs_url": run_list_url(day_query(query, day)),
         "outcomes": [{"count": board.runs_by_day[day].get(status, 0),
                       "url": run_list_url(day_query(query, day), status=status)} for status, _, _ in shown],
-        "tokens": board.tokens_by_day[day],
+        "tokens_shown": _number(board.tokens_by_day[day]),
     } for day in query.days]
 
     def tool_row(tool: ToolFigures) -> dict[str, Any]:
@@ -479,6 +493,7 @@ def page_context(board: Dashboard) -> dict[str, Any]:
                       "url": run_list_url(query, status=status)} for status, name, colour in shown],
         "days": days,
         "all_url": run_list_url(query),
+        "tokens": _number(board.tokens),
         "success_rate": _rate(board.by_outcome[AgentRun.Status.SUCCEEDED], board.ended),
         "succeeded_url": run_list_url(query, status=AgentRun.Status.SUCCEEDED),
         "p50": _duration(board.p50_ms), "p95": _duration(board.p95_ms),

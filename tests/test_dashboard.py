@@ -6,6 +6,7 @@ queries however long the range."""
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import statistics
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from assistant.models import AgentChat, AgentRun, AgentStep
+from tests.browser.harness import CHROMIUM, axe_violations, describe_violations, screenshot
 
 pytestmark = pytest.mark.django_db
 
@@ -181,7 +183,7 @@ def test_every_figure_matches_the_runs_and_steps_behind_it(staff: Client, week: 
     assert lookups(page.figures["figure-success"][1]) == {**span, "status": "succeeded"}
     assert page.figures["figure-p50"][0] == f"{p50:,.0f} ms" == "4,500 ms"
     assert page.figures["figure-p95"][0] == f"{p95 / 1000:,.1f} s" == "81.5 s"
-    assert page.figures["figure-tokens"][0] == str(100 + 200 + 300 + 400 + 50 + 999 + 7)
+    assert page.figures["figure-tokens"][0] == f"{100 + 200 + 300 + 400 + 50 + 999 + 7:,}" == "2,056"
     # 2 up, 2 down: half of the rated runs up; 4 of 9 runs rated.
     assert page.figures["figure-up-share"][0] == "50%"
     assert lookups(page.figures["figure-up-share"][1]) == {**span, "quality_score": "1.0"}
@@ -204,7 +206,7 @@ def test_every_figure_matches_the_runs_and_steps_behind_it(staff: Client, week: 
     tokens = {label: cells[0][0] for label, cells in page.rows("table-tokens").items()}
     assert tokens[day(6).isoformat()] == "300"
     assert tokens[day(3).isoformat()] == "350"
-    assert tokens[day(0).isoformat()] == str(400 + 0 + 999 + 7)
+    assert tokens[day(0).isoformat()] == f"{400 + 0 + 999 + 7:,}" == "1,406"
 
     # Tools most used: calls, runs, failed calls (invalid, error, denied, declined count; data and done do not).
     used = {name: [text for text, _ in cells] for name, cells in page.rows("table-tools").items()}
@@ -245,7 +247,7 @@ def test_every_figure_matches_the_runs_and_steps_behind_it(staff: Client, week: 
     labels = " | ".join(page.svg_labels)
     assert len(page.svg_labels) == 7
     assert "9 runs; 4 succeeded, 2 failed, 1 timed out, 1 cancelled, 1 running." in labels
-    assert "2056 tokens in all" in labels
+    assert "2,056 tokens in all" in labels
     assert "create_task 5 calls, 2 failed (40%)" in labels
     assert "delete_project 2 of 2 calls failed (100%)" in labels
     assert "model_error 2" in labels
@@ -269,7 +271,7 @@ def test_the_range_decides_which_days_count(staff: Client, week: dict[str, Any])
     default = show(staff)
     assert list(default.rows("table-runs")) == [day(offset).isoformat() for offset in range(13, -1, -1)]
     assert default.figures["figure-runs"][0] == "11"
-    assert default.figures["figure-tokens"][0] == str(2056 + 10_000 + 5)
+    assert default.figures["figure-tokens"][0] == f"{2056 + 10_000 + 5:,}" == "12,061"
     assert [text for text, _ in default.rows("table-tools")["list_tasks"]] == ["3", "1", "33%"]
     # One day only.
     one = show(staff, f"?from={day(7).isoformat()}&to={day(7).isoformat()}")
@@ -349,3 +351,56 @@ def test_a_year_of_days_costs_the_same_handful_of_queries(staff: Client, week: d
     with CaptureQueriesContext(connection) as year_queries:
         show(staff, f"?from={day(365).isoformat()}&to={day(0).isoformat()}")
     assert len(year_queries) == len(week_queries) <= 12, [query["sql"] for query in year_queries]
+
+
+@pytest.fixture
+def fortnight(alice: Any, bob: Any) -> None:
+    """A fortnight as a busy site has one: a few runs to a dozen a day, mostly answered, some failing,
+    timing out or cancelled, with tool calls, tokens and feedback."""
+    tools = ("tracker_task_list", "tracker_task_create", "tracker_task_done", "tracker_project_delete")
+    outcomes = ("data", "done", "done", "invalid", "done", "denied", "data", "error")
+    for offset in range(14):
+        for number in range(3 + (offset * 5) % 11):
+            serial = offset * 13 + number
+            status, stop, error = "succeeded", "", ""
+            if serial % 9 == 0:
+                status, stop, error = "failed", "model_error", "the model provider answered 503"
+            elif serial % 17 == 0:
+                status, stop = "timed_out", "wall_time"
+            elif serial % 23 == 0:
+                status, stop = "cancelled", "cancelled"
+            make_run(alice if serial % 2 else bob, on=day(offset), status=status, stop_reason=stop, error=error,
+                     duration_ms=800 + (serial * 379) % 9000, tokens=400 + (serial * 97) % 2500,
+                     quality=(1.0, None, 0.0, None, 1.0)[serial % 5],
+                     tools=tuple((tools[(serial + n) % 4], outcomes[(serial + n) % 8]) for n in range(serial % 4)))
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="Debian's chromium is not installed")
+def test_staff_read_the_dashboard_in_a_browser(chromium: Any, live_server: Any, fortnight: None,
+                                               user_factory: Callable[..., Any]) -> None:
+    user_factory("reviewer", is_staff=True, is_superuser=True)
+    context = chromium.start().new_context(viewport={"width": 1400, "height": 900})
+    tab = context.new_page()
+    tab.set_default_timeout(20_000)
+    try:
+        tab.goto(live_server.url + DASHBOARD)
+        tab.fill("#id_username", "reviewer")
+        tab.fill("#id_password", "pw")
+        tab.click("input[type=submit]")
+        tab.wait_for_selector("svg.dashboard-chart")
+        violations = axe_violations(tab, "#content")
+        assert not violations, describe_violations(violations)
+        screenshot(tab, "admin-dashboard", full_page=True)
+        # A bar is a link: today's succeeded runs open in the run list.
+        today = f'[href*="created_at__gte={TODAY.isoformat()}"]'
+        bar = tab.locator(f'svg.dashboard-chart-links a[href*="status=succeeded"]{today}')
+        assert bar.count() == 1
+        bar.click()
+        tab.wait_for_url(re.compile(r".*/admin/assistant/agentrun/\?.*"))
+        expected = AgentRun.objects.filter(status="succeeded", created_at__date=TODAY).count()
+        assert expected > 0
+        assert tab.locator("#result_list tbody tr").count() == expected
+    finally:
+        context.close()
