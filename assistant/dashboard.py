@@ -333,7 +333,7 @@ def column_chart(*, title: str, summary: str, days: Sequence[datetime.date],
     label_every = max(1, len(days) // 7)
     for index, day in enumerate(days):
         x = left + index * slot + (slot - bar) / 2
-        y = top + plot_height
+        y = float(top + plot_height)
         for name, colour, values in series:
             value = values.get(day, 0)
             if not value:
