@@ -91,7 +91,7 @@ class AgentRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return f"{thumb} {comment[:80]}{'…' if len(comment) > 80 else ''}".strip()
 
     def get_urls(self) -> list[Any]:
-        """The runs' dashboard beside the run list (assistant/dashboard.py), for staff who may view runs."""
+        """The runs' dashboard beside the run list (assistant/dashboard/), for staff who may view runs."""
         # Imported here so that this method is the dashboard's whole footprint in this module.
         from django.http import HttpResponse
         from django.urls import path
