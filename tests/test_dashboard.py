@@ -404,3 +404,29 @@ def test_staff_read_the_dashboard_in_a_browser(chromium: Any, live_server: Any, 
         assert tab.locator("#result_list tbody tr").count() == expected
     finally:
         context.close()
+
+
+def test_names_and_errors_a_model_or_a_view_wrote_are_shown_as_text(staff: Client, alice: Any) -> None:
+    hostile = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
+    short = "<b onclick=alert(3)>x</b>"  # a stop reason is at most 40 characters
+    make_run(alice, on=TODAY, status="failed", stop_reason=short, error=hostile, tools=((hostile, "error"),))
+    html = staff.get(DASHBOARD).content.decode()
+    assert "<script>alert(1)" not in html and "<img src=x" not in html and "<b onclick" not in html
+    page = Page(html)
+    assert page.rows("table-errors")[hostile][0][0] == "1"
+    assert page.rows("table-stops")[short][0][0] == "1"
+    assert lookups(page.rows("table-failing")[hostile][0][1])["steps__tool_name"] == hostile
+    assert any(hostile[:20] in label for label in page.svg_labels)
+
+
+def test_days_are_the_sites_days(staff: Client, alice: Any, settings: Any) -> None:
+    """A run made at 02:00 UTC is on the day before in New York: the chart, the table and the link agree."""
+    settings.TIME_ZONE = "America/New_York"
+    chat = AgentChat.objects.create(owner=alice)
+    run = AgentRun.objects.create(owner=alice, chat=chat, status="succeeded", duration_ms=10)
+    early = datetime.datetime(2026, 3, 10, 2, 0, tzinfo=datetime.UTC)
+    AgentRun.objects.filter(pk=run.pk).update(created_at=early)
+    page = show(staff, "?from=2026-03-09&to=2026-03-10")
+    runs = page.rows("table-runs")
+    assert [runs["2026-03-09"][0][0], runs["2026-03-10"][0][0]] == ["1", "0"]
+    assert lookups(runs["2026-03-09"][0][1]) == in_range(datetime.date(2026, 3, 9), datetime.date(2026, 3, 9))
