@@ -220,6 +220,8 @@ def test_every_figure_matches_the_runs_and_steps_behind_it(staff: Client, week: 
     assert lookups(calls_link[1]) == {**span, "steps__kind": "tool_call", "steps__tool_name": "create_task"}
     assert lookups(failed_link[1]) == {**span, "steps__kind": "tool_call", "steps__tool_name": "create_task",
                                        "steps__took_effect": "0"}
+    # No failed call, no link: the run list's "took no effect" would also list a read's successful calls.
+    assert page.rows("table-tools")["list_tasks"][1] == ("0", None)
 
     # Tools failing most: most failed calls first (the higher rate first among equals), with the rate.
     failing = {name: [text for text, _ in cells] for name, cells in page.rows("table-failing").items()}

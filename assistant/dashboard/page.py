@@ -37,7 +37,9 @@ def day_query(query: DashboardQuery, day: datetime.date) -> DashboardQuery:
 
 
 def tool_lookups(name: str, *, failed: bool = False) -> dict[str, str]:
-    """Runs that called tool `name` (and where a call of it took no effect, when `failed`)."""
+    """Runs that called tool `name` (and where a call of it took no effect, when `failed`: the run list's
+    lookup for a failed call. A read's successful call also takes no effect, so for a read tool that list
+    holds its successful runs too; a failure is counted here by the call's outcome, as in `tool_errors`.)"""
     lookups = {"steps__kind": AgentStep.Kind.TOOL_CALL, "steps__tool_name": name}
     if failed:
         lookups["steps__took_effect"] = "0"
