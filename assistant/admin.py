@@ -90,6 +90,20 @@ class AgentRunAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         comment = run.feedback_comment
         return f"{thumb} {comment[:80]}{'…' if len(comment) > 80 else ''}".strip()
 
+    def get_urls(self) -> list[Any]:
+        """The runs' dashboard beside the run list (assistant/dashboard/), for staff who may view runs."""
+        # Imported here so that this method is the dashboard's whole footprint in this module.
+        from django.http import HttpResponse
+        from django.urls import path
+
+        from assistant.dashboard import dashboard_view
+
+        def dashboard(request: HttpRequest) -> HttpResponse:
+            return dashboard_view(request, model_admin=self)
+
+        dashboard_url = path("dashboard/", self.admin_site.admin_view(dashboard), name="assistant_agentrun_dashboard")
+        return [dashboard_url, *super().get_urls()]
+
 
 @admin.register(AgentStep)
 class AgentStepAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):

@@ -1,0 +1,199 @@
+"""The dashboard page: its figures worded, its charts, and every number's link to the run list filtered
+to the runs behind it (with the run list's own lookups)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import SafeString
+
+from assistant.dashboard.reads import Dashboard, DashboardQuery, ToolFigures, dashboard_get, parse_query, specs_list
+from assistant.dashboard.svg import bar_list_chart, column_chart, format_number
+from assistant.models import AgentRun, AgentStep
+
+# --- links to the run list ----------------------------------------------------------------------------
+
+
+def run_list_url(query: DashboardQuery, **lookups: str) -> str:
+    """The admin's run list filtered to `query`'s runs and `lookups` (the run list's own lookups)."""
+    start, end = query.start, query.end + datetime.timedelta(days=1)
+    params = {"created_at__gte": start.isoformat(), "created_at__lt": end.isoformat()}
+    if query.spec:
+        params["spec"] = query.spec
+    params.update(lookups)
+    return f"{reverse('admin:assistant_agentrun_changelist')}?{urlencode(params)}"
+
+
+def day_query(query: DashboardQuery, day: datetime.date) -> DashboardQuery:
+    return DashboardQuery(start=day, end=day, spec=query.spec)
+
+
+def tool_lookups(name: str, *, failed: bool = False) -> dict[str, str]:
+    """Runs that called tool `name` (and where a call of it took no effect, when `failed`: the run list's
+    lookup for a failed call. A read's successful call also takes no effect, so for a read tool that list
+    holds its successful runs too; a failure is counted here by the call's outcome, as in `tool_errors`.)"""
+    lookups = {"steps__kind": AgentStep.Kind.TOOL_CALL, "steps__tool_name": name}
+    if failed:
+        lookups["steps__took_effect"] = "0"
+    return lookups
+
+
+def _rate(part: int, whole: int) -> str:
+    return f"{part / whole:.0%}" if whole else "—"
+
+
+def charts(board: Dashboard) -> dict[str, SafeString]:
+    query = board.query
+    shown = board.outcomes_shown
+    outcome_words = ", ".join(f"{board.by_outcome[status]} {name}" for status, name, _ in shown)
+    span = f"{query.start} to {query.end}"
+    runs_chart = column_chart(
+        title=f"Runs per day by outcome, {span}",
+        summary=f"Runs per day by outcome, {span}: {board.runs} runs; {outcome_words}.",
+        days=query.days,
+        series=[(name, colour, {day: board.runs_by_day[day].get(status, 0) for day in query.days})
+                for status, name, colour in shown],
+        href=lambda day, name: run_list_url(day_query(query, day),
+                                            status=next(s for s, n, _ in shown if n == name)),
+    )
+    tokens_chart = column_chart(
+        title=f"Tokens per day, {span}",
+        summary=f"Tokens per day, {span}: {format_number(board.tokens)} tokens in all; the most in a day "
+                f"{format_number(max(board.tokens_by_day.values(), default=0))}.",
+        days=query.days, series=[("tokens", "#6a1b9a", board.tokens_by_day)],
+        href=lambda day, name: run_list_url(day_query(query, day)),
+    )
+    used = board.most_used_tools
+    tools_chart = bar_list_chart(
+        title="Tools most used (calls; failed calls in red)",
+        summary="Tools most used: " + ("; ".join(
+            f"{tool.name} {tool.calls} calls, {tool.failures} failed ({_rate(tool.failures, tool.calls)})"
+            for tool in used) or "none") + ".",
+        rows=[(tool.name, [
+            (tool.calls - tool.failures, "#1e88e5", run_list_url(query, **tool_lookups(tool.name)),
+             f"{tool.name}: {tool.calls - tool.failures} calls without failure"),
+            (tool.failures, "#c62828", run_list_url(query, **tool_lookups(tool.name, failed=True)),
+             f"{tool.name}: {tool.failures} failed calls"),
+        ]) for tool in used],
+    )
+    failing = board.most_failing_tools
+    failing_chart = bar_list_chart(
+        title="Tools failing most (failed calls)",
+        summary="Tools failing most: " + ("; ".join(
+            f"{tool.name} {tool.failures} of {tool.calls} calls failed ({_rate(tool.failures, tool.calls)})"
+            for tool in failing) or "none") + ".",
+        rows=[(tool.name, [(tool.failures, "#c62828",
+                            run_list_url(query, **tool_lookups(tool.name, failed=True)),
+                            f"{tool.name}: {tool.failures} of {tool.calls} calls failed")]) for tool in failing],
+    )
+    stops_chart = bar_list_chart(
+        title="Top stop reasons (runs)",
+        summary="Top stop reasons: " + ("; ".join(f"{reason} {count}" for reason, count in board.stop_reasons)
+                                        or "none") + ".",
+        rows=[(reason, [(count, "#e65100", run_list_url(query, stop_reason=reason), f"{reason}: {count} runs")])
+              for reason, count in board.stop_reasons],
+    )
+    errors_chart = bar_list_chart(
+        title="Top errors (runs)",
+        summary="Top errors: " + ("; ".join(f"{error[:80]} {count}" for error, count in board.errors)
+                                  or "none") + ".",
+        rows=[(error, [(count, "#c62828", run_list_url(query, error=error), f"{error[:200]}: {count} runs")])
+              for error, count in board.errors],
+    )
+    feedback_chart = bar_list_chart(
+        title="Feedback (runs)",
+        summary=f"Feedback: {board.thumbs_up} thumbs up, {board.thumbs_down} thumbs down, "
+                f"{board.no_feedback} without feedback; {_rate(board.thumbs_up, board.rated)} of rated runs up.",
+        rows=[
+            ("thumbs up", [(board.thumbs_up, "#2e7d32", run_list_url(query, quality_score="1.0"),
+                            f"{board.thumbs_up} thumbs up")]),
+            ("thumbs down", [(board.thumbs_down, "#c62828", run_list_url(query, quality_score="0.0"),
+                              f"{board.thumbs_down} thumbs down")]),
+            ("no feedback", [(board.no_feedback, "#9e9e9e",
+                              run_list_url(query, quality_score__isnull="True"),
+                              f"{board.no_feedback} without feedback")]),
+        ],
+    )
+    return {"runs": runs_chart, "tokens": tokens_chart, "tools": tools_chart, "failing": failing_chart,
+            "stops": stops_chart, "errors": errors_chart, "feedback": feedback_chart}
+
+
+def _duration(ms: float | None) -> str:
+    if ms is None:
+        return "—"
+    return f"{ms:,.0f} ms" if ms < 10_000 else f"{ms / 1000:,.1f} s"
+
+
+def page_context(board: Dashboard) -> dict[str, Any]:
+    """What the template shows: figures already worded, each with the link to its runs."""
+    query = board.query
+    shown = board.outcomes_shown
+    days = [{
+        "day": day,
+        "runs": sum(board.runs_by_day[day].values()),
+        "runs_url": run_list_url(day_query(query, day)),
+        "outcomes": [{"count": board.runs_by_day[day].get(status, 0),
+                      "url": run_list_url(day_query(query, day), status=status)} for status, _, _ in shown],
+        "tokens_shown": format_number(board.tokens_by_day[day]),
+    } for day in query.days]
+
+    def tool_row(tool: ToolFigures) -> dict[str, Any]:
+        return {"name": tool.name, "calls": tool.calls, "failures": tool.failures,
+                "rate": _rate(tool.failures, tool.calls),
+                "url": run_list_url(query, **tool_lookups(tool.name)),
+                "failed_url": run_list_url(query, **tool_lookups(tool.name, failed=True))}
+
+    return {
+        "board": board,
+        "charts": charts(board),
+        "outcomes": [{"status": status, "name": name, "colour": colour, "count": board.by_outcome[status],
+                      "url": run_list_url(query, status=status)} for status, name, colour in shown],
+        "days": days,
+        "all_url": run_list_url(query),
+        "tokens": format_number(board.tokens),
+        "success_rate": _rate(board.by_outcome[AgentRun.Status.SUCCEEDED], board.ended),
+        "succeeded_url": run_list_url(query, status=AgentRun.Status.SUCCEEDED),
+        "p50": _duration(board.p50_ms), "p95": _duration(board.p95_ms),
+        "most_used": [tool_row(tool) for tool in board.most_used_tools],
+        "most_failing": [tool_row(tool) for tool in board.most_failing_tools],
+        "stop_reasons": [{"reason": reason, "count": count, "url": run_list_url(query, stop_reason=reason)}
+                         for reason, count in board.stop_reasons],
+        "errors": [{"error": error, "count": count, "url": run_list_url(query, error=error)}
+                   for error, count in board.errors],
+        "feedback": [
+            {"name": "Thumbs up", "count": board.thumbs_up, "url": run_list_url(query, quality_score="1.0")},
+            {"name": "Thumbs down", "count": board.thumbs_down, "url": run_list_url(query, quality_score="0.0")},
+            {"name": "No feedback", "count": board.no_feedback,
+             "url": run_list_url(query, quality_score__isnull="True")},
+        ],
+        "up_share": _rate(board.thumbs_up, board.rated),
+        "rated_share": _rate(board.rated, board.runs),
+    }
+
+
+def dashboard_view(request: HttpRequest, *, model_admin: Any) -> HttpResponse:
+    """The dashboard page, for staff who may view runs (the admin site has already checked `is_staff`)."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    specs = specs_list()
+    query, problems = parse_query(request.GET, today=timezone.localdate(), specs=specs)
+    for problem in problems:
+        messages.warning(request, problem)
+    board = dashboard_get(query)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "title": "Assistant dashboard",
+        "query": query,
+        "specs": specs,
+        **page_context(board),
+    }
+    return TemplateResponse(request, "admin/assistant/dashboard.html", context)
