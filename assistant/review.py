@@ -141,7 +141,7 @@ def _clip(text: str, limit: int) -> str:
 def _json(value: Any, limit: int) -> str:
     if value in (None, {}, []):
         return ""
-    return _clip(json.dumps(value, ensure_ascii=False, indent=1, default=str), limit)
+    return _clip(json.dumps(value, ensure_ascii=False, default=str), limit)
 
 
 def _result_preview(step: AgentStep) -> str:
@@ -200,7 +200,7 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
     return RunTimeline(
         run=run, question=question, reply_html=render_markdown(run.reply) if run.reply else "",
         figures=run_figures(run, steps), steps=timeline_steps, span_ms=span_ms,
-        ticks=[(percent, _tick_label(span_ms * percent / 100)) for percent in (0, 25, 50, 75, 100)],
+        ticks=[(percent, _tick_label(span_ms * percent / 100)) for percent in (0, 50, 100)],
         other_runs=list(other_recent_runs(run)),
     )
 
