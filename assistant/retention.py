@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -64,8 +65,14 @@ class Pruned:
                 (self.chats, "chat", "chats"), (self.memories, "memory", "memories")]
 
 
+#: Rows deleted per transaction: a large backlog goes in short transactions that hold few locks, and a
+#: prune cut short (a deploy, Ctrl-C) has deleted whole runs only and simply goes on when run again.
+BATCH_SIZE = 1000
+
+
 def _doomed(cutoff: datetime) -> tuple[QuerySet[AgentRun], QuerySet[AgentStep], QuerySet[AgentMessage],
                                        QuerySet[AgentChat], QuerySet[AgentMemory]]:
+    """What a prune at `cutoff` deletes, as querysets (read before anything is deleted)."""
     runs = AgentRun.objects.filter(created_at__lt=cutoff).exclude(status__in=AgentRun.ACTIVE_STATUSES)
     steps = AgentStep.objects.filter(run__in=runs)
     # A run's messages are its own; a message of no run (a summary of older messages) goes by its own age.
@@ -80,22 +87,41 @@ def _doomed(cutoff: datetime) -> tuple[QuerySet[AgentRun], QuerySet[AgentStep], 
     return runs, steps, messages, chats, memories
 
 
-@transaction.atomic
-def evidence_prune(*, older_than: timedelta, dry_run: bool, now: datetime | None = None) -> Pruned:
-    """Delete (or, with `dry_run`, only count) the evidence created more than `older_than` ago."""
+def _deleted(rows: QuerySet[Any]) -> int:
+    """Delete `rows`; how many rows of their own model went (not counting anything cascaded)."""
+    return rows.delete()[1].get(rows.model._meta.label, 0)
+
+
+def _in_batches(rows: QuerySet[Any], batch_size: int, *, cascaded: dict[str, int] | None = None) -> int:
+    """Delete `rows` a batch at a time; how many went. With `cascaded` (runs), each batch's steps and messages
+    go first, and are counted into it."""
+    total = 0
+    while True:
+        with transaction.atomic():
+            ids = list(rows.order_by("pk").values_list("pk", flat=True)[:batch_size])
+            if not ids:
+                return total
+            if cascaded is not None:
+                cascaded["steps"] += _deleted(AgentStep.objects.filter(run_id__in=ids))
+                cascaded["messages"] += _deleted(AgentMessage.objects.filter(run_id__in=ids))
+            total += _deleted(rows.model.objects.filter(pk__in=ids))
+
+
+def evidence_prune(*, older_than: timedelta, dry_run: bool, now: datetime | None = None,
+                   batch_size: int = BATCH_SIZE) -> Pruned:
+    """Delete (or, with `dry_run`, only count) the evidence created more than `older_than` ago. The counts
+    are of what was deleted (or would be)."""
     cutoff = (now or timezone.now()) - older_than
     runs, steps, messages, chats, memories = _doomed(cutoff)
-    # Ids first, so that what is counted is exactly what is deleted, whatever the order of the deletes.
-    run_ids = list(runs.values_list("pk", flat=True))
-    chat_ids = list(chats.values_list("pk", flat=True))
-    message_ids = list(messages.values_list("pk", flat=True))
-    pruned = Pruned(cutoff=cutoff, runs=len(run_ids), steps=steps.count(), messages=len(message_ids),
-                    chats=len(chat_ids), memories=memories.count())
     if dry_run:
-        return pruned
-    AgentStep.objects.filter(run_id__in=run_ids).delete()
-    AgentMessage.objects.filter(pk__in=message_ids).delete()
-    AgentRun.objects.filter(pk__in=run_ids).delete()
-    AgentChat.objects.filter(pk__in=chat_ids).delete()
-    memories.delete()
-    return pruned
+        return Pruned(cutoff=cutoff, runs=runs.count(), steps=steps.count(), messages=messages.count(),
+                      chats=chats.count(), memories=memories.count())
+    cascaded = {"steps": 0, "messages": 0}
+    run_count = _in_batches(runs, batch_size, cascaded=cascaded)
+    orphans = _in_batches(AgentMessage.objects.filter(run__isnull=True, created_at__lt=cutoff), batch_size)
+    # With their runs and messages gone, the chats left empty are those with nothing at all.
+    empty_chats = (AgentChat.objects.filter(created_at__lt=cutoff)
+                   .exclude(Exists(AgentRun.objects.filter(chat=OuterRef("pk"))))
+                   .exclude(Exists(AgentMessage.objects.filter(chat=OuterRef("pk")))))
+    return Pruned(cutoff=cutoff, runs=run_count, steps=cascaded["steps"], messages=cascaded["messages"] + orphans,
+                  chats=_in_batches(empty_chats, batch_size), memories=_in_batches(memories, batch_size))

@@ -115,3 +115,14 @@ def test_ages_in_weeks_and_hours_count_as_such(alice: Any) -> None:
     assert "Would delete 0 runs" in prune("--older-than", "3w", "--dry-run")
     assert "1 memory" in prune("--older-than", "2w", "--dry-run")
     assert "2 memories" in prune("--older-than", "48h", "--dry-run")
+
+
+def test_a_backlog_goes_in_small_batches_with_the_same_counts(history: dict[str, Any]) -> None:
+    from assistant.retention import evidence_prune
+
+    would = evidence_prune(older_than=timedelta(days=90), dry_run=True)
+    went = evidence_prune(older_than=timedelta(days=90), dry_run=False, batch_size=1)
+
+    assert went.counts() == would.counts() == [(3, "run", "runs"), (7, "step", "steps"), (6, "message", "messages"),
+                                              (1, "chat", "chats"), (1, "memory", "memories")]
+    assert AgentRun.objects.get(pk=history["waiting"].pk).steps.count() == 1
