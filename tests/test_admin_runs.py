@@ -273,6 +273,7 @@ def test_the_run_list_filters_and_searches_as_staff_review(
     assert set(listed(viewer_client, "?spec=default")) == {answered.pk, limited.pk, cancelled.pk, liked.pk,
                                                             failing.pk}
     assert set(listed(viewer_client, "?quality_score=1.0")) == {liked.pk}
+    assert liked.pk not in listed(viewer_client, "?quality_score__isnull=True")
     assert set(listed(viewer_client, "?feedback=up")) == {liked.pk}
     today = timezone.localdate()
     recent = listed(viewer_client, f"?created_at__gte={today - timedelta(days=7)}&created_at__lt="
