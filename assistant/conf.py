@@ -79,6 +79,10 @@ DEFAULTS: dict[str, Any] = {
     # is shared for HEALTH_WORKER_CHECK_SECONDS, however often the page is asked.
     "HEALTH_TOKEN": "",
     "HEALTH_WORKER_CHECK_SECONDS": 5.0,
+    # The admin: runs, steps, messages, memories and chats are evidence of what the assistant did, so nobody
+    # (superusers included) adds, changes or deletes them there; True gives back Django's usual permissions.
+    # Retention is `manage.py assistant_prune --older-than 90d`.
+    "ADMIN_EVIDENCE_EDITABLE": False,
 }
 
 
