@@ -167,7 +167,7 @@ class _Echo:
 
 #: Lookups across relations the run list accepts from a link (a run with a step of that tool that failed:
 #: `steps__tool_name=X&steps__took_effect=0&steps__kind=tool_call`, one step matching all three).
-RUN_LIST_LOOKUPS = frozenset({"steps__tool_name", "steps__took_effect", "steps__kind"})
+RUN_LIST_LOOKUPS = frozenset({"steps__tool_name", "steps__took_effect", "steps__kind", "steps__result__status__in"})
 
 
 @admin.register(AgentRun)

@@ -283,6 +283,10 @@ def test_the_run_list_filters_and_searches_as_staff_review(
     assert listed(viewer_client, "?steps__tool_name=tracker_task_create&steps__took_effect=0"
                                  "&steps__kind=tool_call") == [failing.pk]
     assert set(listed(viewer_client, "?steps__tool_name=tracker_task_create")) == {failing.pk, answered.pk}
+    # The dashboard's "failed calls" link: by the call's outcome, which tells a failure from a read.
+    failed_calls = "&steps__result__status__in=declined,denied,error,invalid,not_found,unknown"
+    assert listed(viewer_client, "?steps__kind=tool_call&steps__tool_name=tracker_task_create" + failed_calls) == [
+        failing.pk]
     # Search: the owner's username, the person's question, the reply, the error.
     assert set(listed(viewer_client, "?q=bob")) == {cancelled.pk, liked.pk, failing.pk}
     assert set(listed(viewer_client, "?q=open+tasks")) == {answered.pk}

@@ -37,12 +37,12 @@ def day_query(query: DashboardQuery, day: datetime.date) -> DashboardQuery:
 
 
 def tool_lookups(name: str, *, failed: bool = False) -> dict[str, str]:
-    """Runs that called tool `name` (and where a call of it took no effect, when `failed`: the run list's
-    lookup for a failed call. A read's successful call also takes no effect, so for a read tool that list
-    holds its successful runs too; a failure is counted here by the call's outcome, as in `tool_errors`.)"""
+    """Runs that called tool `name`; with `failed`, runs where a call of it failed, by the call's outcome
+    (`AgentStep.FAILED_OUTCOMES`, as `tool_errors` counts them; a read's successful call takes no effect
+    too, so `took_effect` cannot tell)."""
     lookups = {"steps__kind": AgentStep.Kind.TOOL_CALL, "steps__tool_name": name}
     if failed:
-        lookups["steps__took_effect"] = "0"
+        lookups["steps__result__status__in"] = ",".join(sorted(AgentStep.FAILED_OUTCOMES))
     return lookups
 
 
