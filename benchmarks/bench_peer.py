@@ -96,8 +96,7 @@ def _peer_env() -> dict[str, str]:
 
         database_url = settings.DATABASE_URL
     env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-    return {**env, "DJANGO_SETTINGS_MODULE": "peer_site.settings", "DATABASE_URL": database_url,
-            "OPENBLAS_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    return {**env, "DJANGO_SETTINGS_MODULE": "peer_site.settings", "DATABASE_URL": database_url}
 
 
 def peer_cold_start_samples(runs: int = COLD_START_RUNS) -> list[PeerColdStart]:
