@@ -9,11 +9,13 @@ ours ≤ 0.5× the peer's overhead in the same run.
 The peer's side (`benchmarks/peer/`) is a small site of its own: django-ai-assistant set up as its
 documentation does, an app whose three tools create a task, list tasks by a search and count a project's
 tasks by status (what our turn asks of the tracker), and a LangChain chat model that asks for the three
-calls and then answers "Done." with no wait. Its turn is its own entry point, `create_thread` then
-`create_message` (what its API views call), which runs the LangGraph agent and saves the thread's messages;
-it runs on the same PostgreSQL server as ours (a throwaway database of its own), the same Django, psycopg
-and connection settings. Ours runs through `benchmarks.bench_turn`'s functions: `chat_send` to the
-`assistant.replied` event, through the broker, a real worker and the channel layer.
+calls and then answers "Done." with no wait. Its turn is measured two ways, alternating: through its HTTP
+API as its own frontend makes a new chat, with the person's session (create the thread, post the message,
+read the messages back), and through the functions those views call (`create_thread`, `create_message`),
+which run the LangGraph agent and save the thread's messages. It runs on the same PostgreSQL server as ours
+(a throwaway database of its own), the same Django, psycopg and connection settings. Ours runs through
+`benchmarks.bench_turn`'s functions: `chat_send` to the `assistant.replied` event, through the broker, a
+real worker and the channel layer.
 
 `peer_cold_start_seconds()` gives the peer's cold start (exec → `django.setup()` done) for the cold-start
 benchmark.
@@ -79,7 +81,7 @@ def ensure_peer_venv() -> Path:
     marker = PEER_VENV / "bench-requirements.txt"
     if _peer_python().exists() and marker.exists() and marker.read_text() == wanted:
         return _peer_python()
-    print(f"Installing {PEER_PACKAGE} into {PEER_VENV.relative_to(PROJECT_DIR)} (needs PyPI) ...", flush=True)
+    print(f"Installing {PEER_PACKAGE} into {PEER_VENV} (needs PyPI) ...", flush=True)
     if not _peer_python().exists():
         subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
     subprocess.run([str(_peer_python()), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
