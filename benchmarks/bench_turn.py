@@ -58,9 +58,11 @@ def _start_worker() -> subprocess.Popen[bytes]:
     raise RuntimeError("the benchmark's worker did not start")
 
 
-async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any) -> tuple[list[float], list[float]]:
+async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *, runs: int = RUNS,
+                      warmup: int = WARMUP, print_phases: bool = True) -> tuple[list[float], list[float]]:
     """Turns and bare calls, alternating, so both see the same state of a shared, noisy machine. Both act
-    with a signed-in session, as a message sent from the socket does."""
+    with a signed-in session, as a message sent from the socket does. (`bench_peer` calls this in short
+    blocks, interleaved with the peer's turns.)"""
     from channels.db import database_sync_to_async
     from channels.layers import get_channel_layer
 
@@ -81,7 +83,7 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any) ->
         "claim → first step": [], "first → last step": [], "last step → run finished": [],
         "finished → replied received": [],
     }
-    for number in range(WARMUP + RUNS):
+    for number in range(warmup + runs):
         sent_at = timezone.now()
         started = time.perf_counter()
         run_id = await database_sync_to_async(send)()
@@ -99,7 +101,7 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any) ->
         # would otherwise compete for the two cores with what is measured next.
         await asyncio.sleep(PAUSE_BETWEEN_TURNS_SECONDS)
         bare_elapsed = await database_sync_to_async(_time_bare_calls)(user, calls, sent_from)
-        if number < WARMUP:
+        if number < warmup:
             continue
         turns.append(elapsed)
         bare.append(bare_elapsed)
@@ -119,7 +121,7 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any) ->
     # The sending thread keeps its connection between turns, as a server's would; the throwaway
     # database can only be dropped once it is closed.
     await database_sync_to_async(lambda: connection.close())()
-    for phase, values in phases.items():
+    for phase, values in phases.items() if print_phases else ():
         print(f"  {phase:<30} p50 {statistics.median(values):6.1f} ms")
     return turns, bare
 
