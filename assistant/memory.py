@@ -79,7 +79,8 @@ def memory_remember(*, owner: Any, spec: str, content: str, vector: list[float],
     memory = AgentMemory.objects.create(owner=owner, spec=spec, content=content, embedding=vector,
                                         embedder=embedder.name)
     group = {"owner_id": memory.owner_id, "spec": spec, "embedder": embedder.name, "dims": memory.dims}
-    if not _index_exists(memory_index_name(**group)) and _has_at_least(MEMORY_INDEX_MIN_ROWS, **group):
+    # Asked again while it is being built, or after a build failed: the task sorts that out (one at a time).
+    if memory_index_name(**group) not in _ready_indexes() and _has_at_least(MEMORY_INDEX_MIN_ROWS, **group):
         from assistant.tasks import memory_index_build as task
 
         transaction.on_commit(lambda: task.delay(**group))
@@ -94,12 +95,6 @@ def memory_index_name(*, owner_id: int, spec: str, embedder: str, dims: int) -> 
     group, so that any name fits PostgreSQL's 63 characters and one group has exactly one index."""
     digest = hashlib.sha256(f"{owner_id}\0{spec}\0{embedder}\0{dims}".encode()).hexdigest()[:16]
     return f"memory_hnsw_{owner_id}_{digest}"
-
-
-def _index_exists(name: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s AND relkind = 'i'", [name])
-        return cursor.fetchone() is not None
 
 
 class _ReadyIndexes:
@@ -154,12 +149,25 @@ def _has_at_least(count: int, *, owner_id: int, spec: str, embedder: str, dims: 
 def memory_index_build(*, owner_id: int, spec: str, embedder: str, dims: int) -> str:
     """Build the owner's HNSW index for one spec and embedder if it is missing (or a previous build
     failed half-way); returns its name. Concurrently, so other people's memories go on being written:
-    call it outside any transaction (a task does, after the commit that asked for it)."""
+    call it outside any transaction (a task does, after the commit that asked for it). While one build
+    of it runs, another call returns at once."""
     if connection.in_atomic_block:
         raise RuntimeError("memory_index_build builds concurrently and cannot run inside a transaction.")
     name = memory_index_name(owner_id=owner_id, spec=spec, embedder=embedder, dims=dims)
-    if _index_ready(name):
-        return name
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(hashtext(%s))", [name])
+        if not cursor.fetchone()[0]:
+            return name  # being built by someone else right now
+    try:
+        if not _index_ready(name):
+            _build(name, owner_id=owner_id, spec=spec, embedder=embedder, dims=dims)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [name])
+    return name
+
+
+def _build(name: str, *, owner_id: int, spec: str, embedder: str, dims: int) -> None:
     statement = sql.SQL(
         "CREATE INDEX CONCURRENTLY {name} ON {table} USING hnsw ((embedding::vector({dims})) vector_cosine_ops) "
         "WHERE owner_id = {owner} AND spec = {spec} AND embedder = {embedder} AND dims = {dims}"
@@ -178,7 +186,6 @@ def memory_index_build(*, owner_id: int, spec: str, embedder: str, dims: int) ->
     _ready_indexes.forget()
     logger.info("Built the memory index %s (owner %s, spec %r, embedder %r, %s dims)", name, owner_id, spec,
                 embedder, dims)
-    return name
 
 
 def memory_index_heavy_owners(*, min_rows: int = MEMORY_INDEX_MIN_ROWS) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import psycopg
 import pytest
 from django.db import IntegrityError, connection
 from pgvector.django import CosineDistance
@@ -23,7 +24,7 @@ from assistant.memory import (
     memory_remember,
 )
 from assistant.models import AgentMemory
-from tests.conftest import WorkerProcess, wait_for
+from tests.conftest import WorkerProcess, _test_database_url, wait_for
 
 DIMS = 16
 LAB_A, LAB_B = "lab_a:bag-of-words", "lab_b:bag-of-words"
@@ -175,3 +176,24 @@ def test_the_recall_benchmark_runs_at_a_tiny_size(
     for kind in ("ordinary", "heavy"):
         assert figures[kind]["recall"] >= 0.95, (kind, figures[kind])
         assert figures[kind]["p50"] > 0 and figures[kind]["base_p50"] > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_build_already_under_way_is_left_to_finish_and_a_failed_one_is_redone(
+    alice: Any, drop_memory_indexes: None
+) -> None:
+    store(alice, points(21, 50, np.random.default_rng(20).standard_normal(DIMS)), label="alice")
+    group = {"owner_id": alice.pk, "spec": "default", "embedder": LAB_A, "dims": DIMS}
+    name = memory_index_name(**group)
+    with psycopg.connect(_test_database_url(), autocommit=True) as other:  # another worker, building it
+        other.execute("SELECT pg_advisory_lock(hashtext(%s))", [name])
+        assert memory_index_build(**group) == name
+        assert not index_is_valid(name)  # not built twice at once
+    memory_index_build(**group)
+    assert index_is_valid(name)
+
+    # What a concurrent build that failed half-way leaves behind: an index PostgreSQL never uses.
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", [name])
+    memory_index_build(**group)
+    assert index_is_valid(name)
