@@ -1,19 +1,21 @@
 """Recall at scale: `memory_recall` over many owners' memories, in a throwaway database.
 
 Full scale (the issue's): 1,000,000 memories x 384 dimensions over 10,000 owners (100 each) plus one
-heavy owner with 100,000. `make bench` runs a smaller default (set `BENCH_RECALL_SCALE=full`, or a
-number of ordinary owners, for another size); the heavy owner keeps its 100,000 memories at every size,
-since it is the case an exact scan cannot serve. Which size ran is printed.
+heavy owner with 100,000 (and one middling owner, below). `make bench` runs a smaller default, 2,000
+ordinary owners (set `BENCH_RECALL_SCALE=full`, or a number of ordinary owners, for another size); the
+heavy owner keeps its 100,000 memories at every size, since it is the case an exact scan cannot serve.
+Which size ran is printed.
 
 The vectors are clustered like sentence embeddings: 2,000 topics shared by everyone, each owner writing
 about a few of them (the heavy owner about many) in their own manner, plus noise; unit length. A question
 is a new point drawn the same way for the same owner. Memories go in by binary COPY (the load time is
 printed), then the heavy owner's index is built by the same service a deployment runs.
 
-Figures per owner kind (ordinary, heavy): p50/p95 latency of `memory_recall`, and recall@5 against the
-exact answer; the baseline, in the same run and interleaved question by question, is the exact query
-recall made before (an exact cosine scan of the owner's rows). Latencies are wall time on a shared
-machine: read the ratios, not the milliseconds.
+Figures per owner kind (ordinary; middling, one memory short of an index of its own, so the slowest
+exact scan recall makes; heavy): p50/p95 latency of `memory_recall`, and recall@5 against the exact
+answer. The baseline, in the same run and interleaved question by question, is the query recall made
+before (an exact cosine scan of the owner's rows). Latencies are wall time on a shared machine: read the
+ratios, not the milliseconds.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class Corpus:
         self.topics = _unit(self.random.standard_normal((TOPICS, DIMS), dtype=np.float32))
 
     def owner(self, owner_id: int, *, heavy: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """An owner's topics (a few, or many for the heavy one) and manner (a direction of their own)."""
+        """An owner's topics (a few, or many for a heavy one) and manner (a direction of their own)."""
         random = np.random.default_rng((self.seed, owner_id))
         topics = random.choice(TOPICS, size=200 if heavy else 6, replace=False)
         manner = _unit(random.standard_normal(DIMS, dtype=np.float32))
@@ -119,36 +121,36 @@ def _copy_rows(owner_ids: np.ndarray, vectors: np.ndarray, first_index: int) -> 
 
 
 def _chunks(
-    corpus: Corpus, ordinary: list[int], heavy: int, heavy_rows: int
+    corpus: Corpus, ordinary: list[int], big: dict[int, int]
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(owner ids, vectors) in chunks; the heavy owner's memories interleaved with everyone else's, as
-    they would be written over time, so its rows are spread over the whole table."""
+    """(owner ids, vectors) in chunks; the big owners' memories (`big`: owner id -> rows) interleaved with
+    everyone else's, as they would be written over time, so their rows are spread over the whole table."""
     per_chunk = max(1, CHUNK // PER_OWNER)
     batches = [ordinary[start:start + per_chunk] for start in range(0, len(ordinary), per_chunk)]
-    heavy_per_batch = -(-heavy_rows // len(batches))
-    written = 0
+    written = dict.fromkeys(big, 0)
     for number, batch in enumerate(batches):
-        owners = np.repeat(np.array(batch, dtype=np.int32), PER_OWNER)
-        vectors = np.concatenate([corpus.points(owner, PER_OWNER) for owner in batch])
-        take = min(heavy_per_batch, heavy_rows - written)
-        if take:
-            owners = np.concatenate([owners, np.full(take, heavy, dtype=np.int32)])
-            vectors = np.concatenate([vectors, corpus.points(heavy, take, heavy=True, salt=number + 1)])
-            written += take
-        order = np.random.default_rng(number).permutation(len(owners))
-        yield owners[order], vectors[order]
+        owners = [np.repeat(np.array(batch, dtype=np.int32), PER_OWNER)]
+        vectors = [corpus.points(owner, PER_OWNER) for owner in batch]
+        for owner, rows in big.items():
+            take = min(-(-rows // len(batches)), rows - written[owner])
+            owners.append(np.full(take, owner, dtype=np.int32))
+            vectors.append(corpus.points(owner, take, heavy=True, salt=number + 1))
+            written[owner] += take
+        order = np.random.default_rng(number).permutation(sum(len(ids) for ids in owners))
+        yield np.concatenate(owners)[order], np.concatenate(vectors)[order]
 
 
-def load(corpus: Corpus, owners: int, heavy_rows: int) -> tuple[list[int], int, float]:
-    """Create the owners and COPY their memories; returns (ordinary owner ids, heavy owner id, seconds)."""
+def load(corpus: Corpus, owners: int, big_rows: list[int]) -> tuple[list[int], list[int], float]:
+    """Create the owners and COPY their memories: `owners` ordinary ones and one per `big_rows` entry with
+    that many; returns (ordinary owner ids, big owner ids, seconds)."""
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO auth_user (password, is_superuser, username, first_name, last_name, email, is_staff, "
             "is_active, date_joined) SELECT '!', false, 'owner' || n, '', '', '', false, true, now() "
-            "FROM generate_series(0, %s) n ORDER BY n RETURNING id", [owners])
+            "FROM generate_series(1, %s) n ORDER BY n RETURNING id", [owners + len(big_rows)])
         ids = [row[0] for row in cursor.fetchall()]
-        heavy, ordinary = ids[0], ids[1:]
+        big, ordinary = ids[:len(big_rows)], ids[len(big_rows):]
         raw = cursor.connection  # psycopg's own connection, for COPY
         index = 0
         with raw.cursor() as copying, copying.copy(
@@ -156,12 +158,12 @@ def load(corpus: Corpus, owners: int, heavy_rows: int) -> tuple[list[int], int, 
             "FROM STDIN (FORMAT BINARY)"
         ) as copy:
             copy.write(b"PGCOPY\n\xff\r\n\x00" + b"\x00" * 8)
-            for owner_ids, vectors in _chunks(corpus, ordinary, heavy, heavy_rows):
+            for owner_ids, vectors in _chunks(corpus, ordinary, dict(zip(big, big_rows, strict=True))):
                 copy.write(_copy_rows(owner_ids, vectors, index))
                 index += len(owner_ids)
             copy.write(b"\xff\xff")
         cursor.execute("VACUUM (ANALYZE) assistant_agentmemory")
-    return ordinary, heavy, time.perf_counter() - started
+    return ordinary, big, time.perf_counter() - started
 
 
 def exact_recall(*, owner_id: int, vector: list[float]) -> list[str]:
@@ -232,22 +234,26 @@ def measure(corpus: Corpus, kind: str, owner_ids: list[int], *, heavy: bool, que
 
 
 def run(owners: int, *, heavy_rows: int = HEAVY_ROWS, questions: int = QUESTIONS) -> dict[str, dict[str, float]]:
-    """Load, index the heavy owner, measure both kinds; returns the figures per kind. (A test runs it at a
-    tiny size, with an owner of `heavy_rows` indexed whatever the threshold.)"""
+    """Load, index the heavy owner, measure each kind; returns the figures per kind. Beside the heavy owner,
+    a "middling" one has one memory fewer than earns an index: the slowest exact scan recall makes. (A test
+    runs it at a tiny size, with the heavy owner indexed whatever the threshold.)"""
     from assistant.memory import MEMORY_INDEX_MIN_ROWS, memory_index_heavy_owners
 
     corpus = Corpus()
-    ordinary, heavy, load_s = load(corpus, owners, heavy_rows)
-    total = owners * PER_OWNER + heavy_rows
-    print(f"size: {owners:,} ordinary owners x {PER_OWNER} + 1 heavy owner x {heavy_rows:,} = {total:,} memories "
+    threshold = min(heavy_rows, MEMORY_INDEX_MIN_ROWS)
+    ordinary, (heavy, middling), load_s = load(corpus, owners, [heavy_rows, threshold - 1])
+    total = owners * PER_OWNER + heavy_rows + threshold - 1
+    print(f"size: {owners:,} ordinary owners x {PER_OWNER} + 1 heavy owner x {heavy_rows:,} + 1 middling owner x "
+          f"{threshold - 1:,} = {total:,} memories "
           f"x {DIMS} dims ({'full' if owners == FULL_OWNERS else 'reduced; BENCH_RECALL_SCALE=full for the issue’s'})")
     print(f"bulk load (binary COPY + VACUUM ANALYZE): {load_s:.1f} s, {total / load_s:,.0f} rows/s")
     started = time.perf_counter()
-    built = memory_index_heavy_owners(min_rows=min(heavy_rows, MEMORY_INDEX_MIN_ROWS))
+    built = memory_index_heavy_owners(min_rows=threshold)
     print(f"heavy owners' indexes: {len(built)} built in {time.perf_counter() - started:.1f} s")
     sample = ordinary[:: max(1, len(ordinary) // questions)][:questions]
     figures = {
         "ordinary": measure(corpus, "ordinary", sample, heavy=False, questions=questions),
+        "middling": measure(corpus, "middling", [middling], heavy=True, questions=questions),
         "heavy": measure(corpus, "heavy", [heavy], heavy=True, questions=questions),
     }
     worst_p95 = max(f["p95"] for f in figures.values())

@@ -170,10 +170,10 @@ def test_the_recall_benchmark_runs_at_a_tiny_size(
 
     figures = run(20, heavy_rows=300, questions=4)
     printed = capsys.readouterr().out
-    assert "20 ordinary owners x 100 + 1 heavy owner x 300 = 2,300 memories" in printed
+    assert "20 ordinary owners x 100 + 1 heavy owner x 300 + 1 middling owner x 299 = 2,599 memories" in printed
     assert "bulk load (binary COPY" in printed and "heavy owners' indexes: 1 built" in printed
-    assert AgentMemory.objects.count() == 20 * 100 + 300
-    for kind in ("ordinary", "heavy"):
+    assert AgentMemory.objects.count() == 20 * 100 + 300 + 299
+    for kind in ("ordinary", "middling", "heavy"):
         assert figures[kind]["recall"] >= 0.95, (kind, figures[kind])
         assert figures[kind]["p50"] > 0 and figures[kind]["base_p50"] > 0
 
