@@ -6,8 +6,8 @@ the same length: their spaces have nothing in common. A failing embedder means "
 failed turn.
 
 How, by measurement (benchmarks/bench_recall.py): for most owners an exact scan of their rows, through
-the (owner, spec, embedder, dims) btree: about a millisecond at a hundred rows, but ~2.4 us a row, so
-~240 ms for an owner with 100,000. pgvector here (0.6.2) has no iterative index scans: one HNSW index
+the (owner, spec, embedder, dims) btree: about two milliseconds at a hundred rows, but ~260 ms for an
+owner with 100,000 among a million (their rows are spread over as many pages). pgvector here (0.6.2) has no iterative index scans: one HNSW index
 over everyone, filtered by owner afterwards, hands back `hnsw.ef_search` candidates of which few or none
 are the owner's. So an owner whose rows (of one spec and embedder) pass `MEMORY_INDEX_MIN_ROWS` gets an
 HNSW index of their own: a partial index whose predicate is exactly that owner, spec, embedder and
@@ -39,8 +39,10 @@ from assistant.models import AgentMemory
 
 logger = logging.getLogger(__name__)
 
-# From this many memories of one (owner, spec, embedder, dims) an exact scan costs ~12 ms here and an index
-# of its own pays: it is built in about a second at this size, 30 s at 100,000 rows.
+# From this many memories of one (owner, spec, embedder, dims) an index of their own pays. Measured among
+# 1.1M memories: 4,999 rows scan exactly in ~4.5 ms while their pages stay in shared buffers, but a row
+# read from the OS cache costs ~2.6 us (100,000 rows: ~260 ms). An index is built in a second or two at
+# this size, 25-40 s at 100,000 rows.
 MEMORY_INDEX_MIN_ROWS = 5_000
 # HNSW candidates per recall: the index holds only rows recall may return, so this is for accuracy alone.
 # Clustered vectors (topics) trap a narrow search in the wrong cluster: on the benchmark's data, 40 (the
