@@ -7,15 +7,16 @@ failed turn.
 
 How, by measurement (benchmarks/bench_recall.py): for most owners an exact scan of their rows, through
 the (owner, spec, embedder, dims) btree: about two milliseconds at a hundred rows, but ~260 ms for an
-owner with 100,000 among a million (their rows are spread over as many pages). pgvector here (0.6.2) has no iterative index scans: one HNSW index
-over everyone, filtered by owner afterwards, hands back `hnsw.ef_search` candidates of which few or none
-are the owner's. So an owner whose rows (of one spec and embedder) pass `MEMORY_INDEX_MIN_ROWS` gets an
-HNSW index of their own: a partial index whose predicate is exactly that owner, spec, embedder and
-length, over `embedding::vector(dims)` (a column without dimensions cannot be indexed, a cast of it
-can). Every row such an index holds is one recall may return, so filtering loses nothing and the answer
-stays owner- and embedder-scoped by construction, not by luck. It is built concurrently, after commit,
-by a task (`memory_index_build`), and recall uses it once PostgreSQL marks it valid (each process
-re-reads which are at most every 30 s: until then, the exact scan answers, as rightly if more slowly).
+owner with 100,000 among a million (their rows are spread over as many pages). pgvector here (0.6.2) has
+no iterative index scans: one HNSW index over everyone, filtered by owner afterwards, hands back
+`hnsw.ef_search` candidates of which few or none are the owner's. So an owner whose rows (of one spec
+and embedder) pass `MEMORY_INDEX_MIN_ROWS` gets an HNSW index of their own: a partial index whose
+predicate is exactly that owner, spec, embedder and length, over `embedding::vector(dims)` (a column
+without dimensions cannot be indexed, a cast of it can). Every row such an index holds is one recall may
+return, so filtering loses nothing and the answer stays owner- and embedder-scoped by construction, not
+by luck. It is built concurrently, after commit, by a task (`memory_index_build`), and recall uses it
+once PostgreSQL marks it valid (each process re-reads which are at most every 30 s: until then, the
+exact scan answers, as rightly if more slowly).
 
 A memory is what the person asked and what the assistant answered, never a tool's raw output; it is
 recalled as data (see assistant.turn.context), never into the system prompt.
@@ -80,12 +81,14 @@ def memory_remember(*, owner: Any, spec: str, content: str, vector: list[float],
     that takes its owner past `MEMORY_INDEX_MIN_ROWS` (of this spec and embedder) asks for their index."""
     memory = AgentMemory.objects.create(owner=owner, spec=spec, content=content, embedding=vector,
                                         embedder=embedder.name)
-    group = {"owner_id": memory.owner_id, "spec": spec, "embedder": embedder.name, "dims": memory.dims}
+    owner_id, name, dims = memory.owner_id, embedder.name, memory.dims
     # Asked again while it is being built, or after a build failed: the task sorts that out (one at a time).
-    if memory_index_name(**group) not in _ready_indexes() and _has_at_least(MEMORY_INDEX_MIN_ROWS, **group):
+    if memory_index_name(owner_id=owner_id, spec=spec, embedder=name, dims=dims) not in _ready_indexes() and (
+        _has_at_least(MEMORY_INDEX_MIN_ROWS, owner_id=owner_id, spec=spec, embedder=name, dims=dims)
+    ):
         from assistant.tasks import memory_index_build as task
 
-        transaction.on_commit(lambda: task.delay(**group))
+        transaction.on_commit(lambda: task.delay(owner_id=owner_id, spec=spec, embedder=name, dims=dims))
     return memory
 
 
