@@ -193,6 +193,30 @@ def _build(name: str, *, owner_id: int, spec: str, embedder: str, dims: int) -> 
                 embedder, dims)
 
 
+def _owner_index_names(owner_id: int, names: frozenset[str] | set[str]) -> set[str]:
+    prefix = f"memory_hnsw_{int(owner_id)}_"
+    return {name for name in names if name.startswith(prefix)}
+
+
+def memory_index_drop_empty(*, owner_id: int) -> list[str]:
+    """Drop the owner's indexes that no memory of theirs is in any more (after they cleared them), valid
+    or not; returns their names. Concurrently, outside any transaction, like a build."""
+    if connection.in_atomic_block:
+        raise RuntimeError("memory_index_drop_empty drops concurrently and cannot run inside a transaction.")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_class WHERE relkind = 'i' AND relname LIKE 'memory\\_hnsw\\_%%'")
+        names = _owner_index_names(owner_id, {name for (name,) in cursor.fetchall()})
+    groups = AgentMemory.objects.filter(owner_id=owner_id).order_by().values_list("spec", "embedder", "dims").distinct()
+    in_use = {memory_index_name(owner_id=owner_id, spec=spec, embedder=embedder, dims=dims)
+              for spec, embedder, dims in groups}
+    dropped = sorted(names - in_use)
+    with connection.cursor() as cursor:
+        for name in dropped:
+            cursor.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(sql.Identifier(name)))
+    _ready_indexes.forget()
+    return dropped
+
+
 def memory_index_heavy_owners(*, min_rows: int = MEMORY_INDEX_MIN_ROWS) -> list[str]:
     """Build every missing index of a group with at least `min_rows` memories (after a bulk import, or
     for memories written before indexes existed); returns the names of the indexes now in place."""
@@ -233,6 +257,12 @@ def memory_delete(*, owner: Any, memory_id: Any) -> AgentMemory:
 
 @transaction.atomic
 def memories_clear(*, owner: Any) -> int:
-    """Forget everything the assistant remembers of the owner, under every spec; returns how many went."""
+    """Forget everything the assistant remembers of the owner, under every spec; returns how many went.
+    Their indexes, now empty, are dropped after commit (concurrently, by a task)."""
     _, per_model = AgentMemory.objects.filter(owner=owner).delete()
+    owner_id = owner if isinstance(owner, int) else owner.pk
+    if _owner_index_names(owner_id, _ready_indexes()):
+        from assistant.tasks import memory_index_drop_empty as task
+
+        transaction.on_commit(lambda: task.delay(owner_id=owner_id))
     return per_model.get(AgentMemory._meta.label, 0)

@@ -18,6 +18,7 @@ from pgvector.django import CosineDistance
 
 from assistant.memory import (
     MEMORY_INDEX_MIN_ROWS,
+    memories_clear,
     memory_index_build,
     memory_index_name,
     memory_recall,
@@ -59,6 +60,12 @@ def exact_recall(owner: Any, question: list[float], embedder: str) -> list[str]:
     rows = AgentMemory.objects.filter(owner=owner, embedder=embedder).annotate(
         distance=CosineDistance("embedding", question)).order_by("distance")
     return list(rows.values_list("content", flat=True)[:5])
+
+
+def index_exists(name: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_class WHERE relname = %s", [name])
+        return cursor.fetchone() is not None
 
 
 def index_scans(name: str) -> int:
@@ -197,3 +204,20 @@ def test_a_build_already_under_way_is_left_to_finish_and_a_failed_one_is_redone(
         cursor.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = %s::regclass", [name])
     memory_index_build(**group)
     assert index_is_valid(name)
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_clearing_ones_memories_drops_ones_indexes_and_nobody_elses(
+    alice: Any, bob: Any, celery_worker: WorkerProcess, drop_memory_indexes: None
+) -> None:
+    centre = np.random.default_rng(30).standard_normal(DIMS)
+    for owner, seed in ((alice, 31), (bob, 32)):
+        store(owner, points(seed, 40, centre), label=owner.username)
+    built = {owner.username: memory_index_build(owner_id=owner.pk, spec="default", embedder=LAB_A, dims=DIMS)
+             for owner in (alice, bob)}
+
+    assert memories_clear(owner=alice) == 40
+    wait_for(lambda: not index_exists(built["alice"]), what="the worker to drop Alice's emptied index")
+    assert index_is_valid(built["bob"])
+    assert memory_recall(owner=bob, spec="default", vector=unit(centre), embedder=LAB_A, limit=1)[0].startswith("bob ")
