@@ -221,3 +221,23 @@ def test_clearing_ones_memories_drops_ones_indexes_and_nobody_elses(
     wait_for(lambda: not index_exists(built["alice"]), what="the worker to drop Alice's emptied index")
     assert index_is_valid(built["bob"])
     assert memory_recall(owner=bob, spec="default", vector=unit(centre), embedder=LAB_A, limit=1)[0].startswith("bob ")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_embedder_or_spec_name_with_quotes_is_data_in_the_index_predicate(
+    alice: Any, drop_memory_indexes: None
+) -> None:
+    embedder, spec = "lab'); DROP TABLE assistant_agentmemory; --:x\\", "it's"
+    centre = np.random.default_rng(40).standard_normal(DIMS)
+    vectors = points(41, 30, centre)
+    AgentMemory.objects.bulk_create(
+        AgentMemory(owner=alice, spec=spec, content=f"quoted {n}", embedding=v, dims=DIMS, embedder=embedder)
+        for n, v in enumerate(vectors)
+    )
+    name = memory_index_build(owner_id=alice.pk, spec=spec, embedder=embedder, dims=DIMS)
+    assert index_is_valid(name)
+    scans = index_scans(name)
+    recalled = memory_recall(owner=alice, spec=spec, vector=vectors[3], embedder=embedder, limit=1)
+    wait_for(lambda: index_scans(name) > scans, what="the index path to be taken")
+    assert recalled == ["quoted 3"]
+    assert AgentMemory.objects.count() == 30
