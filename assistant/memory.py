@@ -67,12 +67,17 @@ def memory_recall(*, owner: Any, spec: str, vector: list[float], embedder: str, 
     nearest = rows.annotate(
         distance=CosineDistance(Cast("embedding", VectorField(dimensions=dims)), vector)
     ).order_by("distance")
+    in_callers_transaction = connection.in_atomic_block
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.ef_search = %s", [max(MEMORY_INDEX_EF_SEARCH, limit)])
         # The index is there because a sort of all these rows is slow, whatever the statistics say: an owner
         # who just became heavy is still "a few rows" to the planner until the table is analysed again.
         cursor.execute("SET LOCAL enable_sort = off")
-        return list(nearest.values_list("content", flat=True)[:limit])
+        recalled = list(nearest.values_list("content", flat=True)[:limit])
+        if in_callers_transaction:  # SET LOCAL lasts until the caller's transaction ends: not past this query
+            cursor.execute("SET LOCAL hnsw.ef_search TO DEFAULT")
+            cursor.execute("SET LOCAL enable_sort TO DEFAULT")
+        return recalled
 
 
 def memory_remember(*, owner: Any, spec: str, content: str, vector: list[float], embedder: Embedder) -> AgentMemory:

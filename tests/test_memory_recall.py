@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, connection, transaction
 from pgvector.django import CosineDistance
 
 from assistant.memory import (
@@ -121,6 +121,11 @@ def test_an_owners_index_answers_as_the_exact_scan_does(alice: Any, drop_memory_
     memory_index_build(owner_id=alice.pk, spec="default", embedder=LAB_A, dims=DIMS)
     indexed = [memory_recall(owner=alice, spec="default", vector=q, embedder=LAB_A, limit=5) for q in questions]
     assert indexed == exact
+    # Inside a caller's transaction, the index path's settings do not outlive the recall.
+    with transaction.atomic(), connection.cursor() as cursor:
+        assert memory_recall(owner=alice, spec="default", vector=questions[0], embedder=LAB_A, limit=5) == exact[0]
+        cursor.execute("SELECT current_setting('enable_sort'), current_setting('hnsw.ef_search')")
+        assert cursor.fetchone() == ("on", "40")
     # Another spec of the same owner has no index and is not in this one.
     assert memory_recall(owner=alice, spec="reader", vector=questions[0], embedder=LAB_A, limit=5) == []
 
