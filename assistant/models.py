@@ -282,7 +282,18 @@ class AgentMemory(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name_plural = "agent memories"
-        indexes = [models.Index(fields=["owner", "spec", "dims"], name="memory_owner_spec_dims")]
+        # Recall's exact scan reads exactly one group's rows through this index; an owner with many rows
+        # gets an HNSW index of their own as well (assistant.memory).
+        indexes = [models.Index(fields=["owner", "spec", "embedder", "dims"], name="memory_recall_group")]
+        constraints = [
+            # Recall casts `embedding` to vector(dims), and an owner's index does on insert: a row whose
+            # dims lied would fail every later write and recall of its owner.
+            models.CheckConstraint(
+                condition=models.Q(dims=models.Func("embedding", function="vector_dims",
+                                                    output_field=models.IntegerField())),
+                name="memory_dims_match_embedding",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.content[:80]

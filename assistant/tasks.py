@@ -29,6 +29,23 @@ def run_turn(run_id: int, asked: dict[str, Any] | None = None) -> str:
     return work(run_id, holder=new_holder(), claim=lease_claim, asked=asked)
 
 
+
+# Delivered at least once like a turn: a second delivery finds the index built and does nothing.
+@shared_task(name="assistant.memory_index_build", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
+def memory_index_build(owner_id: int, spec: str, embedder: str, dims: int) -> str:
+    """Build one owner's memory index (see assistant.memory), once their memories are too many to scan."""
+    from assistant.memory import memory_index_build as build
+
+    return build(owner_id=owner_id, spec=spec, embedder=embedder, dims=dims)
+
+
+@shared_task(name="assistant.memory_index_drop_empty", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
+def memory_index_drop_empty(owner_id: int) -> list[str]:
+    """Drop an owner's memory indexes that nothing is in any more (they cleared their memories)."""
+    from assistant.memory import memory_index_drop_empty as drop
+
+    return drop(owner_id=owner_id)
+
 class RunSweeper(bootsteps.StartStopStep):
     """Every few seconds, in each worker's main process: re-enqueue runs whose worker died, end runs
     stuck past their time. No separate scheduler process is needed."""
