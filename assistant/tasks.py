@@ -75,6 +75,17 @@ def _add_run_sweeper(sender: Any, **kwargs: Any) -> None:
     sender.app.steps["worker"].add(RunSweeper)
 
 
+@worker_init.connect
+def _load_model_and_embedder(**kwargs: Any) -> None:
+    # In the worker's main process, before it forks its pool: the SDK modules and the embedder's weights are
+    # loaded once and shared by every pool process (a pool process must also report itself up within
+    # Celery's `worker_proc_alive_timeout`, 4 s, which a slow SDK import could overrun). With the solo or
+    # threads pool this process runs the turns itself.
+    from assistant.warmup import warm_up
+
+    logger.info("Worker ready for its first turn: loaded %s", warm_up(build_clients=False).describe())
+
+
 @worker_process_init.connect
 def _fresh_connections(**kwargs: Any) -> None:
     # A forked pool process must not share the parent's database socket.
@@ -82,3 +93,8 @@ def _fresh_connections(**kwargs: Any) -> None:
 
     for connection in connections.all(initialized_only=True):
         connection.close()
+
+    # Each pool process builds its own clients (their connection pools are its own) before its first turn.
+    from assistant.warmup import warm_up
+
+    logger.info("Worker process ready for its first turn: built %s", warm_up(build_clients=True).describe())
