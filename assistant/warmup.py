@@ -44,6 +44,10 @@ def warm_up(*, build_clients: bool) -> WarmUp:
 
     started = time.perf_counter()
     report = WarmUp()
+    # The turn's own modules (the loop, the tools' executor, the reply's Markdown: about a hundred modules,
+    # 60 ms here) are imported by the task when it first runs; imported here, the pool processes share them.
+    import assistant.turn.lease  # noqa: F401
+    import assistant.turn.loop  # noqa: F401
     try:
         model = get_model()
         report.model = model.name

@@ -73,8 +73,11 @@ def test_a_fresh_worker_process_has_the_configured_sdk_and_embedder_loaded_befor
     assert state["pid"] != os.getpid()
     assert state["anthropic"] is True, "the pool process would import the anthropic SDK inside its first turn"
     assert state["local_embedder_loaded"] is True, "the first turn would load the embedder's weights"
+    assert state["turn_modules"] is True, "the first turn would import the turn's own modules"
     # Only what is configured: the openai SDK is not paid for by a worker that has no use for it.
     assert state["openai"] is False
+    # Nor the web server's Twisted, which daphne's app would install in every process that loads the settings.
+    assert state["twisted"] is False
     assert "Worker process ready for its first turn" in anthropic_worker.log_path.read_text(errors="replace")
 
 

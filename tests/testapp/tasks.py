@@ -17,5 +17,7 @@ def process_state() -> dict[str, object]:
         "pid": os.getpid(),
         "anthropic": "anthropic" in sys.modules,
         "openai": "openai" in sys.modules,
+        "turn_modules": "assistant.turn.loop" in sys.modules,
+        "twisted": "twisted" in sys.modules,
         "local_embedder_loaded": minilm is not None and getattr(minilm, "_model", None) is not None,
     }
