@@ -40,7 +40,15 @@ import config.asgi
 {READY}
 """
 
+# What `python -m celery` sets, so that the settings see a Celery process as they do under `celery worker`.
+AS_CELERY = """
+import os, sys
+import celery
+sys.argv[0] = os.path.join(os.path.dirname(celery.__file__), "__main__.py")
+"""
+
 WORKER = f"""
+{AS_CELERY}
 from config import celery_app as app
 app.loader.import_default_modules()  # django.setup(), the system checks, the tasks' modules
 app.finalize()
@@ -49,6 +57,7 @@ assert "assistant.run_turn" in app.tasks
 """
 
 WORKER_WARMED = f"""
+{AS_CELERY}
 from config import celery_app as app
 app.loader.import_default_modules()
 app.finalize()
@@ -97,13 +106,13 @@ print(json.dumps(timings))
 """
 
 
-def peer_cold_start(runs: int) -> list[float] | None:
+def peer_cold_start(runs: int, *, python: Path = PEER_PYTHON) -> list[float] | None:
     """The peer's `django.setup()` times in seconds, or None when no peer virtualenv exists (or it cannot
     set up): another benchmark installs django-ai-assistant under .data/peer-venv."""
-    if not PEER_PYTHON.exists():
+    if not python.exists():
         return None
     try:
-        return [_time(str(PEER_PYTHON), PEER, cwd=Path(tempfile.gettempdir()))[0] for _ in range(runs)]
+        return [_time(str(python), PEER, cwd=Path(tempfile.gettempdir()))[0] for _ in range(runs)]
     except RuntimeError as exc:
         print(f"  (peer: {exc})")
         return None
