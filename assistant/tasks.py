@@ -92,6 +92,26 @@ def _add_run_sweeper(sender: Any, **kwargs: Any) -> None:
     sender.app.steps["worker"].add(RunSweeper)
 
 
+@worker_init.connect
+def _load_model_and_embedder(sender: Any, **kwargs: Any) -> None:
+    # In the worker's main process, before it forks its pool: the SDK modules and the embedder's weights are
+    # loaded once and shared by every pool process (a pool process must also report itself up within
+    # Celery's `worker_proc_alive_timeout`, 4 s, which a slow SDK import could overrun). With another pool
+    # (threads, eventlet, gevent: no `worker_process_init`) this process runs the turns itself, so it builds
+    # the clients too.
+    from assistant.warmup import warm_up
+
+    report = warm_up(build_clients=not _forks_its_pool(sender))
+    logger.info("Worker ready for its first turn: loaded %s", report.describe())
+
+
+def _forks_its_pool(worker: Any) -> bool:
+    # By name: importing the pool's module here would come before eventlet's or gevent's patching.
+    pool = getattr(worker, "pool_cls", "prefork")
+    name = pool if isinstance(pool, str) else f"{pool.__module__}:{pool.__qualname__}"
+    return name in ("prefork", "celery.concurrency.prefork:TaskPool")
+
+
 @worker_process_init.connect
 def _fresh_connections(**kwargs: Any) -> None:
     # A forked pool process must not share the parent's database socket.
@@ -99,3 +119,8 @@ def _fresh_connections(**kwargs: Any) -> None:
 
     for connection in connections.all(initialized_only=True):
         connection.close()
+
+    # Each pool process builds its own clients (their connection pools are its own) before its first turn.
+    from assistant.warmup import warm_up
+
+    logger.info("Worker process ready for its first turn: built %s", warm_up(build_clients=True).describe())

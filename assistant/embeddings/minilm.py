@@ -300,6 +300,10 @@ class LocalEmbedder:
     name = f"local:{MODEL_NAME}"
     dims = 384
 
+    def prepare(self) -> None:
+        """Load the weights now (a third of a second or more), not inside the first `embed()`."""
+        get_model()
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Unit vectors for `texts`; text past 256 word pieces is cut off, as in the reference."""
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):

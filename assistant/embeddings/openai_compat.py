@@ -73,6 +73,10 @@ class OpenAIEmbedder:
                     )
         return self._client
 
+    def prepare(self) -> None:
+        """Import the SDK and build the client now, not inside the first `embed()`. No network call."""
+        self._get_client()
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         """Unit vectors for `texts`, in order. Raises EmbeddingError on any failure."""
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):

@@ -72,6 +72,9 @@ class AnthropicMessagesModel(RemoteModel):
 
     credential_hint = "ANTHROPIC_API_KEY"
 
+    def load_sdk(self) -> None:
+        _sdk()
+
     def _client(self) -> Any:
         config = self.config
         if not config.api_key:

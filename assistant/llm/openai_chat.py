@@ -8,17 +8,28 @@ providers.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
-
-from .errors import ProviderError
+from .errors import ModelConfigurationError, ProviderError
 from .remote import RemoteModel, cached_client, parse_arguments
 from .types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
+
+if TYPE_CHECKING:
+    import openai
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Compatible servers without a key still need a non-empty one in the Authorization header.
 _NO_KEY = "not-needed"
+
+
+def _sdk() -> Any:
+    # Imported on first use (about a second on a small machine): a process that never calls an
+    # OpenAI-compatible model does not pay for it at start; a worker loads it at its own start (warmup.py).
+    try:
+        import openai
+    except ImportError as exc:
+        raise ModelConfigurationError("The openai provider needs the `openai` package: pip install openai.") from exc
+    return openai
 
 
 def message_to_openai(message: Message) -> dict[str, Any]:
@@ -58,15 +69,19 @@ class OpenAIChatModel(RemoteModel):
 
     credential_hint = "OPENAI_API_KEY"
 
+    def load_sdk(self) -> None:
+        _sdk()
+
     def _client(self) -> openai.OpenAI:
         config = self.config
         if not config.api_key and not config.base_url:
             raise self._missing_key()
         base_url = config.base_url or OPENAI_DEFAULT_BASE_URL
         api_key = config.api_key or _NO_KEY
+        sdk = _sdk()
         return cached_client(
             ("openai", base_url, api_key, config.timeout),
-            lambda: openai.OpenAI(api_key=api_key, base_url=base_url, timeout=config.timeout, max_retries=0),
+            lambda: sdk.OpenAI(api_key=api_key, base_url=base_url, timeout=config.timeout, max_retries=0),
         )
 
     def request_body(self, messages: list[Message], tools: list[ToolSpec], *, stream: bool) -> dict[str, Any]:
@@ -93,7 +108,7 @@ class OpenAIChatModel(RemoteModel):
         stream = on_text_delta is not None and self.config.stream
         body = self.request_body(messages, tools, stream=stream)
         client = self._client()
-        with self.sdk_errors(openai):
+        with self.sdk_errors(_sdk()):
             if stream:
                 assert on_text_delta is not None
                 return self._read_stream(client.chat.completions.create(**body), on_text_delta)

@@ -143,6 +143,18 @@ class RemoteModel:
     ) -> ModelResponse:
         raise NotImplementedError
 
+    def _client(self) -> Any:
+        raise NotImplementedError
+
+    def load_sdk(self) -> None:
+        """Import the provider's SDK (a second or more on a small machine) now rather than in the first call."""
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Load the SDK and build this process's client, so that the first call pays for neither.
+        Makes no network call; a missing API key raises the `ProviderError` the first call would."""
+        self._client()
+
     def _missing_key(self) -> ProviderError:
         return ProviderError(
             f"{self.name}: no API key is configured. Set {self.credential_hint}.",
