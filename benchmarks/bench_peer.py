@@ -29,13 +29,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 PEER_DIR = Path(__file__).resolve().parent / "peer"
@@ -154,59 +151,9 @@ class _Peer:
             self.process.kill()
 
 
-@contextmanager
-def _ours() -> Iterator[tuple[Any, list[dict[str, Any]], Any]]:
-    """Our side as the `turn` benchmark sets it up: a throwaway database, a signed-in person with a project,
-    a script of the three calls, a real worker."""
-    from django.conf import settings
-    from django.contrib.auth import get_user_model
-    from django.db import connection
-    from django.test import Client, override_settings
-
-    from assistant.authority import SentFrom
-    from benchmarks.bench_turn import _start_worker
-    from tracker.models import Project
-
-    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "bench_peer_ours"
-    old_name = connection.settings_dict["NAME"]
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    worker = None
-    script = None
-    try:
-        user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
-        browser = Client()
-        browser.force_login(user)
-        sent_from = SentFrom(session_key=browser.session.session_key or "", client_address="127.0.0.1",
-                             origin="http://127.0.0.1:8000")
-        home = Project.objects.create(owner=user, name="Home")
-        calls = [
-            {"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Benchmark task"}},
-            {"name": "tracker_task_list", "arguments": {"search": "Benchmark"}},
-            {"name": "tracker_project_stats", "arguments": {"pk": home.pk}},
-        ]
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            json.dump([{"tool_calls": calls}, {"text": "Done."}], handle)
-        script = Path(handle.name)
-        worker = _start_worker()
-        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
-                                          "RUNS_PER_MINUTE": 10_000}):
-            yield user, calls, sent_from
-    finally:
-        if worker is not None:
-            worker.terminate()
-            worker.wait(timeout=20)
-        if script is not None:
-            script.unlink(missing_ok=True)
-        connection.close()
-        connection.creation.destroy_test_db(old_name, verbosity=0)
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
-
-
 def _describe(name: str, side: Side) -> None:
+    from benchmarks.bench_turn import _percentile
+
     print(f"  {name:<11} turn p50 {statistics.median(side.turns):6.1f} ms, p95 {_percentile(side.turns, 0.95):6.1f} ms"
           f" | 3 bare calls p50 {statistics.median(side.bare):5.1f} ms, p95 {_percentile(side.bare, 0.95):5.1f} ms"
           f" | overhead {side.overhead:6.1f} ms")
@@ -215,12 +162,12 @@ def _describe(name: str, side: Side) -> None:
 def compare(*, rounds: int = ROUNDS, runs: int = RUNS_PER_ROUND) -> dict[str, Side]:
     """Ours and the peer's turns in `rounds` alternating blocks of `runs` (who goes first alternates too);
     returns each variant's samples, all rounds pooled: `ours`, `peer API`, `peer engine`."""
-    from benchmarks.bench_turn import _time_turns
+    from benchmarks.bench_turn import _time_turns, three_tool_turns
 
     pooled = {name: Side([], []) for name in ("ours", "peer API", "peer engine")}
     peer = _Peer()
     try:
-        with _ours() as (user, calls, sent_from):
+        with three_tool_turns("bench_peer_ours") as (user, calls, sent_from):
             print(f"{rounds} rounds × {runs} turns a variant (+{WARMUP} warm-up turns in the first); each round's "
                   "overheads and ratios ours / peer, then all rounds pooled:")
             for number in range(rounds):

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -137,18 +139,23 @@ def _time_bare_calls(user: Any, calls: list[dict[str, Any]], sent_from: Any) -> 
     return (time.perf_counter() - started) * 1000
 
 
-def main() -> None:
-    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "bench_turn"
+@contextmanager
+def three_tool_turns(database_name: str) -> Iterator[tuple[Any, list[dict[str, Any]], Any]]:
+    """A throwaway database `database_name` holding a signed-in person and their project "Home", a scripted
+    model that makes the turn's three tool calls and then answers, and a real worker: yields
+    (user, calls, sent_from) for `_time_turns`."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from assistant.authority import SentFrom
+    from tracker.models import Project
+
+    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = database_name
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
     worker = None
+    script = None
     try:
-        from django.contrib.auth import get_user_model
-        from django.test import Client
-
-        from assistant.authority import SentFrom
-        from tracker.models import Project
-
         user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
         browser = Client()
         browser.force_login(user)
@@ -162,22 +169,29 @@ def main() -> None:
         ]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
             json.dump([{"tool_calls": calls}, {"text": "Done."}], handle)
+        script = Path(handle.name)
         worker = _start_worker()
         # Each run keeps the settings it was sent with, the model among them, so the worker needs no override.
-        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{handle.name}",
+        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
                                           "RUNS_PER_MINUTE": 10_000}):
-            turns, bare = asyncio.run(_time_turns(user, calls, sent_from))
-        turn_p50, bare_p50 = statistics.median(turns), statistics.median(bare)
-        overhead = turn_p50 - bare_p50
-        turn_p95, bare_p95 = _percentile(turns, 0.95), _percentile(bare, 0.95)
-        print(f"send → replied, 3 tool calls ({RUNS} runs): p50 {turn_p50:.1f} ms, p95 {turn_p95:.1f} ms")
-        print(f"the same 3 tool calls in one process:        p50 {bare_p50:.1f} ms, p95 {bare_p95:.1f} ms")
-        print(f"assistant overhead at the median: {overhead:.1f} ms (ratio {turn_p50 / bare_p50:.1f}×); "
-              f"target ≤ {TARGET_OVERHEAD_MS:.0f} ms: {'met' if overhead <= TARGET_OVERHEAD_MS else 'NOT met'}")
-        Path(handle.name).unlink(missing_ok=True)
+            yield user, calls, sent_from
     finally:
         if worker is not None:
             worker.terminate()
             worker.wait(timeout=20)
+        if script is not None:
+            script.unlink(missing_ok=True)
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def main() -> None:
+    with three_tool_turns("bench_turn") as (user, calls, sent_from):
+        turns, bare = asyncio.run(_time_turns(user, calls, sent_from))
+    turn_p50, bare_p50 = statistics.median(turns), statistics.median(bare)
+    overhead = turn_p50 - bare_p50
+    turn_p95, bare_p95 = _percentile(turns, 0.95), _percentile(bare, 0.95)
+    print(f"send → replied, 3 tool calls ({RUNS} runs): p50 {turn_p50:.1f} ms, p95 {turn_p95:.1f} ms")
+    print(f"the same 3 tool calls in one process:        p50 {bare_p50:.1f} ms, p95 {bare_p95:.1f} ms")
+    print(f"assistant overhead at the median: {overhead:.1f} ms (ratio {turn_p50 / bare_p50:.1f}×); "
+          f"target ≤ {TARGET_OVERHEAD_MS:.0f} ms: {'met' if overhead <= TARGET_OVERHEAD_MS else 'NOT met'}")
