@@ -3,6 +3,7 @@ code outside the admin reads them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -262,6 +263,20 @@ class AgentStep(models.Model):
     @property
     def failed(self) -> bool:
         return self.kind == self.Kind.TOOL_CALL and (self.result or {}).get("status") in self.FAILED_OUTCOMES
+
+
+def step_counts(steps: Iterable[AgentStep]) -> dict[str, int]:
+    """A run's counters as its steps give them: model calls, tool calls, failed tool calls and tokens. A run
+    is closed with these; staff see them counted the same way while it is still active."""
+    steps = list(steps)
+    tool_steps = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
+    return {
+        "model_calls": sum(1 for step in steps if step.kind == AgentStep.Kind.MODEL_CALL),
+        "tool_calls": len(tool_steps),
+        "tool_errors": sum(1 for step in tool_steps if step.failed),
+        "prompt_tokens": sum(step.prompt_tokens for step in steps),
+        "completion_tokens": sum(step.completion_tokens for step in steps),
+    }
 
 
 class AgentMemory(models.Model):

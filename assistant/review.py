@@ -14,7 +14,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from assistant.markdown import render_markdown
-from assistant.models import AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentMessage, AgentRun, AgentStep, step_counts
 
 Kind = AgentStep.Kind
 State = AgentStep.State
@@ -97,17 +97,8 @@ def run_figures(run: AgentRun, steps: Iterable[AgentStep] | None = None) -> RunF
     if not run.is_active:
         return RunFigures(run.model_calls, run.tool_calls, run.tool_errors, run.prompt_tokens,
                           run.completion_tokens, pending=False)
-    steps = list(run.steps.all() if steps is None else steps)
-    tool_steps = [step for step in steps if step.kind == Kind.TOOL_CALL]
-    # The same rules as `run_finish`, so the pending figures become the final ones.
-    return RunFigures(
-        model_calls=sum(1 for step in steps if step.kind == Kind.MODEL_CALL),
-        tool_calls=len(tool_steps),
-        tool_errors=sum(1 for step in tool_steps if step.failed),
-        prompt_tokens=sum(step.prompt_tokens for step in steps),
-        completion_tokens=sum(step.completion_tokens for step in steps),
-        pending=True,
-    )
+    # Counted as `run_finish` will count them, so the pending figures become the final ones.
+    return RunFigures(**step_counts(run.steps.all() if steps is None else steps), pending=True)
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from assistant.authority import (
 )
 from assistant.conf import DEFAULTS, assistant_settings
 from assistant.events import publish_to_user, publisher
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.payloads import (
     chat_payload,
     feedback_payload,
@@ -201,13 +201,9 @@ def _run_close(
 ) -> AgentRun:
     now = timezone.now()
     steps = list(run.steps.all()) if steps is None else steps
-    tool_steps = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
     run.status, run.stop_reason, run.error, run.reply = status, stop_reason, error, reply
-    run.model_calls = sum(1 for step in steps if step.kind == AgentStep.Kind.MODEL_CALL)
-    run.tool_calls = len(tool_steps)
-    run.tool_errors = sum(1 for step in tool_steps if step.failed)
-    run.prompt_tokens = sum(step.prompt_tokens for step in steps)
-    run.completion_tokens = sum(step.completion_tokens for step in steps)
+    for name, value in step_counts(steps).items():
+        setattr(run, name, value)
     run.total_tokens = run.prompt_tokens + run.completion_tokens
     run.finished_at = now
     run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
