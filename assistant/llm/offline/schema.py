@@ -3,9 +3,10 @@ name, description and JSON Schema alone."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..types import ToolSpec
@@ -186,8 +187,26 @@ def _definitions(
     return found
 
 
+# Analyses of the tool lists seen lately. A person's tools are the same from one call to the next, and
+# analysing them again was a third of what the offline model costs per turn.
+_ANALYSED: dict[str, list[ToolInfo]] = {}
+_ANALYSED_MAX = 64
+
+
 def analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
     """ToolInfo for each tool; nouns shared by every tool name (an app prefix) are dropped."""
+    # Keyed by everything the analysis reads; each ToolInfo is given this call's own tool object.
+    key = json.dumps([[tool.name, tool.description, tool.parameters] for tool in tools], sort_keys=True, default=str)
+    analysed = _ANALYSED.get(key)
+    if analysed is None:
+        analysed = _analyse_tools(tools)
+        if len(_ANALYSED) >= _ANALYSED_MAX:
+            _ANALYSED.pop(next(iter(_ANALYSED)))
+        _ANALYSED[key] = analysed
+    return [info if info.spec is tool else replace(info, spec=tool) for info, tool in zip(analysed, tools, strict=True)]
+
+
+def _analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
     name_stems = [[stem(w) for w in words(t.name)] for t in tools]
     common: set[str] = set.intersection(*(set(s) for s in name_stems)) if len(tools) > 1 else set()
     raw_nouns = [
