@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import re
+import weakref
 from typing import Any
 
 import kombu.exceptions
@@ -221,9 +222,67 @@ def _chats_listed(user: Any, *, before: int | None, limit: int) -> dict[str, Any
     }
 
 
+class SessionWatch:
+    """Re-checks the sessions of every socket of one event loop (a daphne process has one), together:
+    each distinct session once per `SESSION_CHECK_SECONDS`, in one trip to a database thread. It notices
+    what sends no signal — expiry, a deleted session, a changed password, a deactivated user.
+
+    One watcher per socket cost an idle daphne a tenth of a core with 200 sockets open (two queries and a
+    thread hop per socket every few seconds); a person's tabs share their session, and now its check."""
+
+    def __init__(self) -> None:
+        self.sockets: dict[tuple[str, Any], set[AssistantConsumer]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def add(self, consumer: AssistantConsumer) -> None:
+        self.sockets.setdefault((consumer.sent_from.session_key, consumer.user.pk), set()).add(consumer)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    def discard(self, consumer: AssistantConsumer) -> None:
+        sent_from, user = getattr(consumer, "sent_from", None), getattr(consumer, "user", None)
+        if sent_from is None or user is None:
+            return
+        key = (sent_from.session_key, user.pk)
+        sockets = self.sockets.get(key)
+        if sockets is not None:
+            sockets.discard(consumer)
+            if not sockets:
+                del self.sockets[key]
+
+    async def _watch(self) -> None:
+        while self.sockets:
+            await asyncio.sleep(float(assistant_settings.SESSION_CHECK_SECONDS))
+            watched = list(self.sockets)
+            try:
+                live = await database_sync_to_async(_sessions_live)(watched)
+            except Exception:  # a database hiccup is not a logout: keep the sockets and look again later
+                logger.warning("Could not re-check the sessions of %s sockets", len(watched), exc_info=True)
+                continue
+            for key in watched:
+                if not live[key]:
+                    for consumer in list(self.sockets.pop(key, ())):
+                        asyncio.ensure_future(consumer._end_session())
+
+
+def _sessions_live(keys: list[tuple[str, Any]]) -> dict[tuple[str, Any], bool]:
+    return {key: session_acts_as(*key) for key in keys}
+
+
+# One per event loop: a test's loop ends with the test, and a task of a closed loop never runs again.
+_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SessionWatch] = weakref.WeakKeyDictionary()
+
+
+def _session_watch() -> SessionWatch:
+    loop = asyncio.get_running_loop()
+    watch = _watches.get(loop)
+    if watch is None:
+        watch = _watches[loop] = SessionWatch()
+    return watch
+
+
 class AssistantConsumer(AsyncJsonWebsocketConsumer):
     session_ended = False
-    _watcher: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -237,7 +296,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
-        self._watcher = asyncio.create_task(self._watch_session())
+        _session_watch().add(self)
         # Runs from the person's sessions that ended unobserved stop before this tab loads them.
         try:
             await database_sync_to_async(services.ended_sessions_runs_end)(user=user)
@@ -245,8 +304,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             logger.warning("Could not end the runs of a person's ended sessions", exc_info=True)
 
     async def disconnect(self, code: int) -> None:
-        if self._watcher is not None:
-            self._watcher.cancel()
+        _session_watch().discard(self)
         await self._leave_groups()
 
     async def _leave_groups(self) -> None:
@@ -255,23 +313,6 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         self.groups_joined = []
 
     # --- the session's life ------------------------------------------------------------------
-
-    async def _watch_session(self) -> None:
-        """A cheap periodic re-check (two primary-key reads) instead of database work on every frame: it
-        notices what sends no signal — expiry, a deleted session, a changed password, a deactivated user."""
-        while not self.session_ended:
-            await asyncio.sleep(float(assistant_settings.SESSION_CHECK_SECONDS))
-            try:
-                live = await self._session_live()
-            except Exception:  # a database hiccup is not a logout: keep the socket and look again later
-                logger.warning("Could not re-check the session of a socket", exc_info=True)
-                continue
-            if not live:
-                await self._end_session()
-                return
-
-    async def _session_live(self) -> bool:
-        return await database_sync_to_async(session_acts_as)(self.sent_from.session_key, self.user.pk)
 
     async def _end_session(self) -> None:
         """End the session's runs (its other sockets are told too), then say so and close with 4401."""
@@ -285,8 +326,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         if self.session_ended:
             return
         self.session_ended = True
-        if self._watcher is not None and self._watcher is not asyncio.current_task():
-            self._watcher.cancel()
+        _session_watch().discard(self)
         await self._leave_groups()
         await self.send_json(session_ended_event())
         await self.close(code=CLOSE_UNAUTHENTICATED)
