@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..types import ToolSpec
@@ -195,7 +195,8 @@ _ANALYSED_MAX = 64
 
 def analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
     """ToolInfo for each tool; nouns shared by every tool name (an app prefix) are dropped."""
-    # Keyed by everything the analysis reads; each ToolInfo is given this call's own tool object.
+    # Keyed by everything the analysis (and the model after it) reads of a tool: a ToolInfo made from an
+    # earlier call's tool object says the same as one made from this call's.
     key = json.dumps([[tool.name, tool.description, tool.parameters] for tool in tools], sort_keys=True, default=str)
     analysed = _ANALYSED.get(key)
     if analysed is None:
@@ -203,7 +204,7 @@ def analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
         if len(_ANALYSED) >= _ANALYSED_MAX:
             _ANALYSED.pop(next(iter(_ANALYSED)))
         _ANALYSED[key] = analysed
-    return [info if info.spec is tool else replace(info, spec=tool) for info, tool in zip(analysed, tools, strict=True)]
+    return list(analysed)  # the caller may reorder its list; the cached one stays as it was
 
 
 def _analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
