@@ -78,6 +78,12 @@ class Result:
     baseline_cpu_per_turn: list[dict[str, float]]
     baseline_turns: list[int]
     baseline_seconds_per_turn: list[float]
+    #: Frames the tabs received a turn (both tabs), by type.
+    frames_per_turn: dict[str, float]
+    #: Seconds of the CPU reading's window (first send → the worker idle after the last reply).
+    cpu_window_seconds: float
+    #: The machine's one-minute load average when the load started and when it ended.
+    load_average: tuple[float, float]
 
 
 def _shares(total: int, parts: int) -> list[int]:
@@ -150,6 +156,8 @@ class _Load:
     first_send: float
     cpu_before: dict[str, float]
     cpu_after: dict[str, float]
+    cpu_window_seconds: float
+    load_average: tuple[float, float]
 
 
 def _failures(tab: Tab) -> list[dict[str, Any]]:
@@ -212,6 +220,7 @@ async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: fl
                                "request_id": request_id})
 
     try:
+        load_before = os.getloadavg()[0]
         cpu_before = cpu_seconds(site)
         first_send = time.monotonic()
         await asyncio.gather(*(send_all(person, share) for person, share in zip(crowd, shares, strict=True)))
@@ -220,9 +229,11 @@ async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: fl
         await asyncio.sleep(0.5)
         await _until_worker_idle(site)
         cpu_after = cpu_seconds(site)
+        cpu_window = time.monotonic() - first_send
     finally:
         await asyncio.gather(*(tab.close() for tab in tabs))
-    return _Load(tabs=tabs, sent_at=sent_at, first_send=first_send, cpu_before=cpu_before, cpu_after=cpu_after)
+    return _Load(tabs=tabs, sent_at=sent_at, first_send=first_send, cpu_before=cpu_before, cpu_after=cpu_after,
+                 cpu_window_seconds=cpu_window, load_average=(load_before, os.getloadavg()[0]))
 
 
 def _timings(load: _Load) -> tuple[list[float], float]:
@@ -333,6 +344,9 @@ def measure(*, turns: int, people_count: int, baseline_turns: int, database_name
         reply_seconds=reply_seconds,
         cpu_per_turn=_per_turn(load.cpu_before, load.cpu_after, (*SERVER_KINDS, "client"), turns),
         baseline_cpu_per_turn=baseline_cpu, baseline_turns=halves, baseline_seconds_per_turn=baseline_seconds,
+        frames_per_turn={kind: number / turns for kind, number in
+                         Counter(frame.get("type") for tab in load.tabs for _, frame in tab.frames).most_common()},
+        cpu_window_seconds=load.cpu_window_seconds, load_average=load.load_average,
     )
 
 
@@ -341,34 +355,46 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
+def _ratio(ours: float, baseline: float) -> str:
+    # CPU times come in clock ticks (10 ms): a tiny run may measure none.
+    return f"{ours / baseline:.2f}×" if baseline > 0 else "n/a (no CPU time measured)"
+
+
 def report(result: Result) -> None:
     ms = {kind: seconds * 1000 for kind, seconds in result.cpu_per_turn.items()}
-    server = sum(ms[kind] for kind in SERVER_KINDS)
+    site = sum(ms[kind] for kind in SERVER_KINDS)
     baseline = {kind: statistics.fmean(half[kind] for half in result.baseline_cpu_per_turn) * 1000
                 for kind in BASELINE_KINDS}
     baseline_total = sum(baseline.values())
     halves = [sum(half.values()) * 1000 for half in result.baseline_cpu_per_turn]
+    ratio = result.turns_per_second / GOAL_TURNS_PER_SECOND
+    used = site / 1000 * result.turns / (result.cpu_window_seconds * CORES)
     print(f"size: {result.people} people × {TABS_PER_PERSON} tabs, {result.turns} turns "
           f"({result.turns // result.people} a person, each in a new chat, all sent at once), model {MODEL!r}; "
           f"baseline {sum(result.baseline_turns)} turns in this process "
           f"({' before, '.join(str(n) for n in result.baseline_turns)} after the load)")
     print(f"throughput: {result.turns_per_second:.1f} turns/s (first send → last reply); goal ≥ "
-          f"{GOAL_TURNS_PER_SECOND:.0f} on {CORES} cores: ratio {result.turns_per_second / GOAL_TURNS_PER_SECOND:.2f} "
-          f"({'met' if result.turns_per_second >= GOAL_TURNS_PER_SECOND else 'NOT met'})")
+          f"{GOAL_TURNS_PER_SECOND:.0f} on {CORES} cores: ratio {ratio:.2f} ({'met' if ratio >= 1 else 'NOT met'})")
     print(f"time to reply (send → replied on the sending tab): p50 {statistics.median(result.reply_seconds):.1f} s, "
-          f"p95 {_percentile(result.reply_seconds, 0.95):.1f} s (mostly the queue: all sent at once)")
+          f"p95 {_percentile(result.reply_seconds, 0.95):.1f} s (mostly the queue: all were sent at once)")
     print("CPU per turn under load: " + ", ".join(f"{kind} {ms[kind]:.1f} ms" for kind in SERVER_KINDS)
-          + f" = {server:.1f} ms of the site's processes (+ client {ms['client']:.1f} ms: the tabs)")
-    print("  shares of the site's CPU: " + ", ".join(f"{kind} {ms[kind] / server:.0%}" for kind in SERVER_KINDS)
-          + f"; the site's CPU alone allows at most {CORES * 1000 / server:.1f} turns/s on {CORES} cores")
+          + f" = {site:.1f} ms of the site's processes (+ client {ms['client']:.1f} ms: the tabs)")
+    print("  shares of the site's CPU: " + ", ".join(f"{kind} {ms[kind] / site:.0%}" for kind in SERVER_KINDS)
+          + f"; at that cost {CORES} cores allow at most {CORES * 1000 / site:.1f} turns/s")
+    print(f"  the site's processes used {used:.0%} of {CORES} cores over {result.cpu_window_seconds:.0f}s; the "
+          f"machine's load average went {result.load_average[0]:.1f} → {result.load_average[1]:.1f} "
+          "(the machine may be shared: absolute figures are noisy, ratios less so)")
+    print("  frames a turn on the sockets (both tabs): "
+          + ", ".join(f"{kind} {number:.1f}" for kind, number in result.frames_per_turn.items()))
     seconds = result.baseline_seconds_per_turn
-    print("baseline CPU per turn (the same turn in one process, no broker, no socket): "
+    print("baseline, the same turn in one process without broker or sockets, CPU per turn: "
           + ", ".join(f"{'in-process' if kind == 'client' else kind} {baseline[kind]:.1f} ms"
                       for kind in BASELINE_KINDS)
-          + f" = {baseline_total:.1f} ms (halves: {', '.join(f'{half:.1f}' for half in halves)} ms); "
+          + f" = {baseline_total:.1f} ms (halves {', '.join(f'{half:.1f}' for half in halves)}); "
           f"wall p50 {statistics.median(seconds) * 1000:.1f} ms a turn")
-    print(f"ours / baseline, CPU per turn: {server / baseline_total:.2f}× (the transport, queueing and fan-out "
-          f"to {TABS_PER_PERSON} tabs cost {server - baseline_total:.1f} ms a turn)")
+    print(f"ours / baseline, CPU per turn: {_ratio(site, baseline_total)} (broker, sockets, queueing and delivery "
+          f"to {TABS_PER_PERSON} tabs: {site - baseline_total:.1f} ms a turn); worker / in-process "
+          f"{_ratio(ms['worker'], baseline['client'])}, postgres {_ratio(ms['postgres'], baseline['postgres'])}")
 
 
 def main() -> None:
