@@ -40,6 +40,7 @@ QUESTION = "what are my open tasks?"
 TABS_PER_PERSON = 2
 GOAL_TURNS_PER_SECOND = 25.0
 CORES = 2
+WORKER_POOL = 2  # `make run`'s worker concurrency, which `stack` starts
 SERVER_KINDS = ("web", "worker", "postgres", "redis")
 BASELINE_KINDS = ("client", "postgres", "redis")
 BASELINE_WARMUP_TURNS = 3
@@ -84,6 +85,8 @@ class Result:
     cpu_window_seconds: float
     #: The machine's one-minute load average when the load started and when it ended.
     load_average: tuple[float, float]
+    #: Each run's time in the worker from its claim to its end (`started_at` → `finished_at`).
+    claim_to_finish_seconds: list[float]
 
 
 def _shares(total: int, parts: int) -> list[int]:
@@ -307,6 +310,14 @@ def _count(crowd: list[Person], shares: list[int], tabs: list[Tab]) -> Counts:
     return counts
 
 
+def _claim_to_finish(crowd: list[Person]) -> list[float]:
+    from assistant.models import AgentRun
+
+    rows = AgentRun.objects.filter(owner_id__in=[person.user_id for person in crowd]) \
+        .values_list("started_at", "finished_at")
+    return [(finished - started).total_seconds() for started, finished in rows]
+
+
 def measure(*, turns: int, people_count: int, baseline_turns: int, database_name: str = "bench_throughput") -> Result:
     """Run the benchmark at this size; see the module's docstring."""
     from assistant.conf import assistant_settings
@@ -316,7 +327,7 @@ def measure(*, turns: int, people_count: int, baseline_turns: int, database_name
     if shares[0] > limit:
         raise ValueError(f"{shares[0]} messages a person is over RUNS_PER_MINUTE ({limit}): add people")
     halves = _shares(baseline_turns, 2)
-    with stack(model=MODEL, database_name=database_name) as site:
+    with stack(model=MODEL, database_name=database_name, worker_concurrency=WORKER_POOL) as site:
         crowd = people(people_count, "load")
         # The baseline's people: up to ten turns each, a crowd for each half.
         baseline_crowds = [people(-(-half // 10), f"baseline{number}") for number, half in enumerate(halves)]
@@ -338,6 +349,7 @@ def measure(*, turns: int, people_count: int, baseline_turns: int, database_name
         load = asyncio.run(_load(site, crowd, shares, timeout=max(60.0, 0.5 * turns)))
         baseline_half(1)
         counts = _count(crowd, shares, load.tabs)
+        claim_to_finish = _claim_to_finish(crowd)
         reply_seconds, last_reply = _timings(load)
     return Result(
         people=people_count, turns=turns, counts=counts, turns_per_second=turns / (last_reply - load.first_send),
@@ -347,6 +359,7 @@ def measure(*, turns: int, people_count: int, baseline_turns: int, database_name
         frames_per_turn={kind: number / turns for kind, number in
                          Counter(frame.get("type") for tab in load.tabs for _, frame in tab.frames).most_common()},
         cpu_window_seconds=load.cpu_window_seconds, load_average=load.load_average,
+        claim_to_finish_seconds=claim_to_finish,
     )
 
 
@@ -384,6 +397,11 @@ def report(result: Result) -> None:
     print(f"  the site's processes used {used:.0%} of {CORES} cores over {result.cpu_window_seconds:.0f}s; the "
           f"machine's load average went {result.load_average[0]:.1f} → {result.load_average[1]:.1f} "
           "(the machine may be shared: absolute figures are noisy, ratios less so)")
+    in_turns = sum(result.claim_to_finish_seconds) / (WORKER_POOL * result.turns / result.turns_per_second)
+    print(f"  the worker's pool of {WORKER_POOL}: claim → run finished p50 "
+          f"{statistics.median(result.claim_to_finish_seconds) * 1000:.0f} ms a turn; its processes spent "
+          f"{in_turns:.0%} of the load inside turns (claim → finished), the rest between them (after-reply work, "
+          "taking the next task)")
     print("  frames a turn on the sockets (both tabs): "
           + ", ".join(f"{kind} {number:.1f}" for kind, number in result.frames_per_turn.items()))
     seconds = result.baseline_seconds_per_turn
