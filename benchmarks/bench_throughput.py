@@ -315,11 +315,18 @@ def _claim_to_finish(crowd: list[Person]) -> list[float]:
 
     rows = AgentRun.objects.filter(owner_id__in=[person.user_id for person in crowd]) \
         .values_list("started_at", "finished_at")
-    return [(finished - started).total_seconds() for started, finished in rows]
+    # Every run has ended (checked before): each was claimed and finished.
+    return [(finished - started).total_seconds() for started, finished in rows if started and finished]
 
 
 def measure(*, turns: int, people_count: int, baseline_turns: int, database_name: str = "bench_throughput") -> Result:
-    """Run the benchmark at this size; see the module's docstring."""
+    """Run the benchmark at this size on a stack of its own; see the module's docstring."""
+    with stack(model=MODEL, database_name=database_name, worker_concurrency=WORKER_POOL) as site:
+        return measure_on(site, turns=turns, people_count=people_count, baseline_turns=baseline_turns)
+
+
+def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: int) -> Result:
+    """Run the benchmark at this size on `site` (a stack of MODEL, with a pool of WORKER_POOL)."""
     from assistant.conf import assistant_settings
 
     shares = _shares(turns, people_count)
@@ -327,39 +334,37 @@ def measure(*, turns: int, people_count: int, baseline_turns: int, database_name
     if shares[0] > limit:
         raise ValueError(f"{shares[0]} messages a person is over RUNS_PER_MINUTE ({limit}): add people")
     halves = _shares(baseline_turns, 2)
-    with stack(model=MODEL, database_name=database_name, worker_concurrency=WORKER_POOL) as site:
-        crowd = people(people_count, "load")
-        # The baseline's people: up to ten turns each, a crowd for each half.
-        baseline_crowds = [people(-(-half // 10), f"baseline{number}") for number, half in enumerate(halves)]
-        warm = people(1, "warm")
-        _give_tracker_data([*crowd, *warm, *(person for group in baseline_crowds for person in group)])
-        # This process's first turns import and load what a worker loads when it starts.
-        _baseline(site, warm, [BASELINE_WARMUP_TURNS])
+    crowd = people(people_count, "load")
+    # The baseline's people: up to ten turns each, a crowd for each half.
+    baseline_crowds = [people(-(-half // 10), f"baseline{number}") for number, half in enumerate(halves)]
+    warm = people(1, "warm")
+    _give_tracker_data([*crowd, *warm, *(person for group in baseline_crowds for person in group)])
+    # This process's first turns import and load what a worker loads when it starts.
+    _baseline(site, warm, [BASELINE_WARMUP_TURNS])
 
-        baseline_cpu: list[dict[str, float]] = []
-        baseline_seconds: list[float] = []
+    baseline_cpu: list[dict[str, float]] = []
+    baseline_seconds: list[float] = []
 
-        def baseline_half(number: int) -> None:
-            group = baseline_crowds[number]
-            cpu, seconds = _baseline(site, group, _shares(halves[number], len(group)))
-            baseline_cpu.append(cpu)
-            baseline_seconds.extend(seconds)
+    def baseline_half(number: int) -> None:
+        group = baseline_crowds[number]
+        cpu, seconds = _baseline(site, group, _shares(halves[number], len(group)))
+        baseline_cpu.append(cpu)
+        baseline_seconds.extend(seconds)
 
-        baseline_half(0)
-        load = asyncio.run(_load(site, crowd, shares, timeout=max(60.0, 0.5 * turns)))
-        baseline_half(1)
-        counts = _count(crowd, shares, load.tabs)
-        claim_to_finish = _claim_to_finish(crowd)
-        reply_seconds, last_reply = _timings(load)
+    baseline_half(0)
+    load = asyncio.run(_load(site, crowd, shares, timeout=max(60.0, 0.5 * turns)))
+    baseline_half(1)
+    counts = _count(crowd, shares, load.tabs)
+    reply_seconds, last_reply = _timings(load)
     return Result(
         people=people_count, turns=turns, counts=counts, turns_per_second=turns / (last_reply - load.first_send),
         reply_seconds=reply_seconds,
         cpu_per_turn=_per_turn(load.cpu_before, load.cpu_after, (*SERVER_KINDS, "client"), turns),
         baseline_cpu_per_turn=baseline_cpu, baseline_turns=halves, baseline_seconds_per_turn=baseline_seconds,
         frames_per_turn={kind: number / turns for kind, number in
-                         Counter(frame.get("type") for tab in load.tabs for _, frame in tab.frames).most_common()},
+                         Counter(str(frame.get("type")) for tab in load.tabs for _, frame in tab.frames).most_common()},
         cpu_window_seconds=load.cpu_window_seconds, load_average=load.load_average,
-        claim_to_finish_seconds=claim_to_finish,
+        claim_to_finish_seconds=_claim_to_finish(crowd),
     )
 
 

@@ -55,7 +55,8 @@ _worker_numbers = itertools.count(1)
 
 def _database_url(name: str) -> str:
     """The configured DATABASE_URL, pointed at the database `name` (the same server and credentials)."""
-    return urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path="/" + name))
+    configured = str(settings.DATABASE_URL)  # the site refuses to start without one
+    return urlunsplit(urlsplit(configured)._replace(path="/" + name))
 
 
 @contextmanager
@@ -124,11 +125,6 @@ def _tail(log: Path | None, lines: int = 30) -> str:
     return f"{log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
-def _output(log: Path | None) -> Any:
-    """Where a process's stdout and stderr go: the log file, or this process's own output without one."""
-    return None if log is None else log.open("wb")
-
-
 @contextmanager
 def celery_worker(env: dict[str, str], *, concurrency: int = 2, log: Path | None = None
                   ) -> Iterator[subprocess.Popen[bytes]]:
@@ -137,16 +133,17 @@ def celery_worker(env: dict[str, str], *, concurrency: int = 2, log: Path | None
     from config.celery import app
 
     hostname = f"load-{os.getpid()}-{next(_worker_numbers)}"
-    output = _output(log)
-    worker = subprocess.Popen(
-        worker_command(sys.executable, hostname=f"{hostname}@%h", loglevel="WARNING", concurrency=concurrency),
-        cwd=PROJECT_DIR, env=env, start_new_session=True, stdout=output, stderr=subprocess.STDOUT if log else None,
-    )
-    if output is not None:
-        output.close()
+    # Without a log, its output is this process's own.
+    with log.open("wb") if log is not None else contextlib.nullcontext() as output:
+        worker = subprocess.Popen(
+            worker_command(sys.executable, hostname=f"{hostname}@%h", loglevel="WARNING", concurrency=concurrency),
+            cwd=PROJECT_DIR, env=env, start_new_session=True, stdout=output,
+            stderr=subprocess.STDOUT if output is not None else None,
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while not any(name.startswith(f"{hostname}@") for reply in app.control.ping(timeout=0.5) for name in reply):
+        while not any(name.startswith(f"{hostname}@") for reply in app.control.ping(timeout=0.5) or []
+                      for name in reply):
             if worker.poll() is not None:
                 raise RuntimeError(f"The benchmark's Celery worker exited with code {worker.returncode} while "
                                    f"starting: {_tail(log)}")
