@@ -50,6 +50,8 @@ FAILURE_EVENTS = {"assistant.error", "assistant.reply_failed", "assistant.cancel
 # How quiet (CPU seconds in a half-second window) the worker must be for its after-reply work to be done.
 IDLE_WORKER_SECONDS = 0.03
 IDLE_WAIT_MAX_SECONDS = 20.0
+# How long the tabs stay open before anything is sent, to measure what open tabs cost by themselves.
+IDLE_SECONDS = 5.0
 
 
 @dataclass
@@ -89,6 +91,8 @@ class Result:
     claim_to_finish_seconds: list[float]
     #: From the first send to the last run row written (daphne storing the messages), in seconds.
     stored_within_seconds: float
+    #: CPU seconds a second, by kind, with every tab open and nothing sent (before the load).
+    idle_cpu_per_second: dict[str, float]
 
 
 def _shares(total: int, parts: int) -> list[int]:
@@ -161,6 +165,7 @@ class _Load:
     first_send: float
     #: time.time() at the first send, to compare with the rows' timestamps.
     first_send_wall: float
+    idle_cpu_per_second: dict[str, float]
     cpu_before: dict[str, float]
     cpu_after: dict[str, float]
     cpu_window_seconds: float
@@ -228,6 +233,11 @@ async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: fl
                                "request_id": request_id})
 
     try:
+        # The tabs open, nothing sent: what the site spends to keep them (each socket re-checks its session).
+        idle_before, idle_started = cpu_seconds(site), time.monotonic()
+        await asyncio.sleep(IDLE_SECONDS)
+        idle = {kind: (spent - idle_before[kind]) / (time.monotonic() - idle_started)
+                for kind, spent in cpu_seconds(site).items()}
         load_before = os.getloadavg()[0]
         cpu_before = cpu_seconds(site)
         first_send, first_send_wall = time.monotonic(), time.time()
@@ -241,7 +251,7 @@ async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: fl
     finally:
         await asyncio.gather(*(tab.close() for tab in tabs))
     return _Load(tabs=tabs, sent_at=sent_at, first_send=first_send, first_send_wall=first_send_wall,
-                 cpu_before=cpu_before, cpu_after=cpu_after, cpu_window_seconds=cpu_window,
+                 idle_cpu_per_second=idle, cpu_before=cpu_before, cpu_after=cpu_after, cpu_window_seconds=cpu_window,
                  load_average=(load_before, os.getloadavg()[0]))
 
 
@@ -383,6 +393,7 @@ def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: in
         cpu_window_seconds=load.cpu_window_seconds, load_average=load.load_average,
         claim_to_finish_seconds=_claim_to_finish(crowd),
         stored_within_seconds=_stored_within(crowd, load),
+        idle_cpu_per_second=load.idle_cpu_per_second,
     )
 
 
@@ -419,6 +430,11 @@ def report(result: Result) -> None:
           + f" = {site:.1f} ms of the site's processes (+ client {ms['client']:.1f} ms: the tabs)")
     print("  shares of the site's CPU: " + ", ".join(f"{kind} {ms[kind] / site:.0%}" for kind in SERVER_KINDS)
           + f"; at that cost {CORES} cores allow at most {CORES * 1000 / site:.1f} turns/s")
+    idle = {kind: result.idle_cpu_per_second[kind] * result.cpu_window_seconds / result.turns * 1000
+            for kind in SERVER_KINDS}
+    print(f"  of which keeping {result.people * TABS_PER_PERSON} tabs open (measured with nothing sent, "
+          f"{IDLE_SECONDS:.0f}s, spread over the load's window): "
+          + ", ".join(f"{kind} {idle[kind]:.1f} ms" for kind in SERVER_KINDS) + " a turn")
     print(f"  the site's processes used {used:.0%} of {CORES} cores over {result.cpu_window_seconds:.0f}s; the "
           f"machine's load average went {result.load_average[0]:.1f} → {result.load_average[1]:.1f} "
           "(the machine may be shared: absolute figures are noisy, ratios less so)")
