@@ -218,7 +218,8 @@ async def _until_worker_idle(site: Stack) -> None:
         last = now
 
 
-async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: float) -> _Load:
+async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: float,
+                idle_seconds: float = IDLE_SECONDS) -> _Load:
     tabs = await open_tabs(site, crowd, TABS_PER_PERSON)
     own_tabs = {person.user_id: [tab for tab in tabs if tab.person is person] for person in crowd}
     expected = {tab: share for person, share in zip(crowd, shares, strict=True) for tab in own_tabs[person.user_id]}
@@ -235,7 +236,7 @@ async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: fl
     try:
         # The tabs open, nothing sent: what the site spends to keep them (each socket re-checks its session).
         idle_before, idle_started = cpu_seconds(site), time.monotonic()
-        await asyncio.sleep(IDLE_SECONDS)
+        await asyncio.sleep(idle_seconds)
         idle = {kind: (spent - idle_before[kind]) / (time.monotonic() - idle_started)
                 for kind, spent in cpu_seconds(site).items()}
         load_before = os.getloadavg()[0]
@@ -352,8 +353,10 @@ def measure(*, turns: int, people_count: int, baseline_turns: int, database_name
         return measure_on(site, turns=turns, people_count=people_count, baseline_turns=baseline_turns)
 
 
-def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: int) -> Result:
-    """Run the benchmark at this size on `site` (a stack of MODEL, with a pool of WORKER_POOL)."""
+def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: int,
+               idle_seconds: float = IDLE_SECONDS) -> Result:
+    """Run the benchmark at this size on `site` (a stack of MODEL, with a pool of WORKER_POOL); the tabs stay
+    open `idle_seconds` before the load to measure what they cost by themselves."""
     from assistant.conf import assistant_settings
 
     shares = _shares(turns, people_count)
@@ -379,7 +382,7 @@ def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: in
         baseline_seconds.extend(seconds)
 
     baseline_half(0)
-    load = asyncio.run(_load(site, crowd, shares, timeout=max(60.0, 0.5 * turns)))
+    load = asyncio.run(_load(site, crowd, shares, timeout=max(60.0, 0.5 * turns), idle_seconds=idle_seconds))
     baseline_half(1)
     counts = _count(crowd, shares, load.tabs)
     reply_seconds, last_reply = _timings(load)
@@ -433,7 +436,7 @@ def report(result: Result) -> None:
     idle = {kind: result.idle_cpu_per_second[kind] * result.cpu_window_seconds / result.turns * 1000
             for kind in SERVER_KINDS}
     print(f"  of which keeping {result.people * TABS_PER_PERSON} tabs open (measured with nothing sent, "
-          f"{IDLE_SECONDS:.0f}s, spread over the load's window): "
+          "spread over the load's window): "
           + ", ".join(f"{kind} {idle[kind]:.1f} ms" for kind in SERVER_KINDS) + " a turn")
     print(f"  the site's processes used {used:.0%} of {CORES} cores over {result.cpu_window_seconds:.0f}s; the "
           f"machine's load average went {result.load_average[0]:.1f} → {result.load_average[1]:.1f} "

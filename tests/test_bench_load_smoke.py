@@ -62,7 +62,7 @@ def test_tabs_see_their_persons_events_and_three_people_get_every_message_answer
 ) -> None:
     _harness_checks(site)
 
-    result = bench_throughput.measure_on(site, turns=6, people_count=3, baseline_turns=2)
+    result = bench_throughput.measure_on(site, turns=6, people_count=3, baseline_turns=2, idle_seconds=0.5)
 
     counts = result.counts
     assert counts.runs_by_status == {"succeeded": 6}
