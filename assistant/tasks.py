@@ -6,7 +6,7 @@ import socket
 from typing import Any
 
 from celery import bootsteps, shared_task
-from celery.signals import worker_init, worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,17 @@ def _forks_its_pool(worker: Any) -> bool:
     pool = getattr(worker, "pool_cls", "prefork")
     name = pool if isinstance(pool, str) else f"{pool.__module__}:{pool.__qualname__}"
     return name in ("prefork", "celery.concurrency.prefork:TaskPool")
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _connections_as_between_requests(**kwargs: Any) -> None:
+    """Around every task, what Django does around every request: drop a connection that broke or outlived
+    CONN_MAX_AGE, and health-check the next one on first use. A host that lets Celery keep connections
+    between tasks (CELERY_DB_REUSE_MAX) then never hands a task a connection PostgreSQL has since closed."""
+    from django.db import close_old_connections
+
+    close_old_connections()
 
 
 @worker_process_init.connect

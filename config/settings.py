@@ -197,6 +197,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # finish, and its lease (not the broker) decides who works on it. Cancelling it would cut a tool call off.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django support closes every database connection before and after each task unless this is set:
+# a new PostgreSQL backend per turn (a process started, authenticated and its caches filled) cost the
+# database more than the turn's own queries. The assistant's tasks re-check their connections as Django
+# does between requests (CONN_MAX_AGE, health checks: see assistant.tasks), so they can be kept; Celery
+# still closes them every 2 × this many tasks.
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "500"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

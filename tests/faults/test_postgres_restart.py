@@ -106,3 +106,29 @@ def test_a_database_outage_mid_run_does_nothing_twice_and_stops_no_process(
     assert_page_matches_database(reloaded.load(), run.chat_id)
     reloaded.close()
     page.close()
+
+
+def test_a_worker_that_kept_its_connections_across_an_outage_answers_the_next_messages_at_once(
+    alice: Any, stack: Stack, outage: Outage
+) -> None:
+    """Workers keep their database connections from one turn to the next (a new PostgreSQL backend per
+    turn cost more than the turn's queries). A restart cuts those idle connections: the next turns must
+    notice on their own, as Django's requests do, not fail and wait for the sweeper."""
+    stack.script({"text": "Done."})
+    page = stack.socket(alice)
+    # Enough turns for both pool processes to have worked, and so to hold a connection each.
+    for number in range(4):
+        run = stack.wait_for_run(page.send_message(f"before {number}")["run_id"], timeout=20)
+        assert run.status == "succeeded", (run.status, run.error)
+
+    assert outage.begin() > 0
+    outage.end()
+
+    for number in range(4):
+        started = time.monotonic()
+        run = stack.wait_for_run(page.send_message(f"after {number}")["run_id"], timeout=20)
+        assert run.status == "succeeded", (run.status, run.error)
+        # The sweeper would take a run left queued again only after QUEUED_GRACE_SECONDS (30 s).
+        assert time.monotonic() - started < 10
+    stack.assert_all_alive()
+    page.close()
