@@ -11,15 +11,12 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.db import connection
@@ -30,34 +27,11 @@ RUNS = 40
 WARMUP = 5
 TARGET_OVERHEAD_MS = 50.0
 PAUSE_BETWEEN_TURNS_SECONDS = 0.3
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
-
-
-def _start_worker() -> subprocess.Popen[bytes]:
-    import redis
-
-    from config.celery import app
-
-    # This benchmark has its own Redis database: clear groups and queues left by an interrupted run.
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    url = urlunsplit(urlsplit(settings.DATABASE_URL)._replace(path="/" + connection.settings_dict["NAME"]))
-    env = {**os.environ, "DATABASE_URL": url}
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "WARNING", "--concurrency", "2",
-         "--hostname", f"bench-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
-        cwd=PROJECT_DIR, env=env, start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if any(name.startswith(f"bench-{os.getpid()}@") for r in app.control.ping(timeout=0.5) for name in r):
-            return worker
-    worker.kill()
-    raise RuntimeError("the benchmark's worker did not start")
 
 
 async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *, runs: int = RUNS,
@@ -148,14 +122,11 @@ def three_tool_turns(database_name: str) -> Iterator[tuple[Any, list[dict[str, A
     from django.test import Client
 
     from assistant.authority import SentFrom
+    from benchmarks.load import celery_worker, clear_leftovers, throwaway_database
     from tracker.models import Project
 
-    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = database_name
-    old_name = connection.settings_dict["NAME"]
-    connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
-    worker = None
-    script = None
-    try:
+    clear_leftovers()
+    with throwaway_database(database_name) as database_url, tempfile.TemporaryDirectory() as scratch:
         user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
         browser = Client()
         browser.force_login(user)
@@ -167,22 +138,13 @@ def three_tool_turns(database_name: str) -> Iterator[tuple[Any, list[dict[str, A
             {"name": "tracker_task_list", "arguments": {"search": "Benchmark"}},
             {"name": "tracker_project_stats", "arguments": {"pk": home.pk}},
         ]
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            json.dump([{"tool_calls": calls}, {"text": "Done."}], handle)
-        script = Path(handle.name)
-        worker = _start_worker()
+        script = Path(scratch) / "three-tool-turn.json"
+        script.write_text(json.dumps([{"tool_calls": calls}, {"text": "Done."}]))
         # Each run keeps the settings it was sent with, the model among them, so the worker needs no override.
-        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
-                                          "RUNS_PER_MINUTE": 10_000}):
+        with celery_worker({**os.environ, "DATABASE_URL": database_url}), \
+                override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
+                                             "RUNS_PER_MINUTE": 10_000}):
             yield user, calls, sent_from
-    finally:
-        if worker is not None:
-            worker.terminate()
-            worker.wait(timeout=20)
-        if script is not None:
-            script.unlink(missing_ok=True)
-        connection.close()
-        connection.creation.destroy_test_db(old_name, verbosity=0)
 
 
 def main() -> None:

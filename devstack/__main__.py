@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from types import FrameType
 
+from devstack.commands import daphne_command, worker_command
 from devstack.services import (
     PROJECT_DIR,
     ServiceError,
@@ -126,13 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if seeded.returncode != 0:
             _say(f"`manage.py seed_demo` failed:\n{seeded.stderr}")
             return 1
-        supervisor.spawn(
-            "worker",
-            # One local worker has no neighbours to synchronise with; skipping that saves a second at start.
-            [python, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2",
-             "--hostname", "worker@%h", "--without-mingle", "--without-gossip"],
-        )
-        supervisor.spawn("daphne", [python, "-m", "daphne", "-b", host, "-p", str(port), "config.asgi:application"])
+        supervisor.spawn("worker", worker_command(python))
+        supervisor.spawn("daphne", daphne_command(python, host=host, port=port))
         base = f"http://{host}:{port}/"
         _wait_until_ready(base, supervisor, timeout=90)
         print(
