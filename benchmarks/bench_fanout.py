@@ -146,7 +146,7 @@ async def _count_now(tab: Tab, request: str) -> int:
     start = len(tab.frames)
     await tab.send({"type": "assistant.load", "limit": 1, "request_id": request})
     _, loaded = await tab.wait_for(lambda f: f.get("request_id") == request, timeout=60, start=start)
-    return int(loaded["event_seq"] or 0)
+    return int(loaded.get("event_seq") or 0)  # None: the count could not be read
 
 
 async def _reload(tab: Tab, chat_ids: Iterable[int], request: str) -> set[tuple[int, int]]:
