@@ -24,7 +24,7 @@ from django.db import transaction
 from assistant import selectors, services
 from assistant.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
 from assistant.conf import assistant_settings
-from assistant.events import bounded, user_group
+from assistant.events import bounded, current_event_seq, user_group
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 
 logger = logging.getLogger(__name__)
@@ -183,12 +183,14 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
     """`assistant.messages_loaded`: the chat (the current one without `chat_id`), the newest `limit`
     messages older than the message `before` (the newest overall without it), its active run and that
     run's steps and pending question; with `with_steps`, also the runs of the returned messages and
-    their steps."""
+    their steps; and `event_seq`, the person's count of events read before the database, so every event
+    numbered up to it is in the answer (where a client's count starts)."""
+    event_seq = current_event_seq(user.pk)
     chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
     if chat is None:
         state: dict[str, Any] = {"type": "assistant.messages_loaded", "chat": None, "messages": [],
                                  "active_run": None, "steps": [], "pending_confirmation": None,
-                                 "has_more": False, "before": before}
+                                 "has_more": False, "before": before, "event_seq": event_seq}
         if with_steps:
             state["runs"] = []
         return state
@@ -206,6 +208,7 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
         "active_run": run_payload(run) if run is not None else None,
         "steps": [step_payload(step) for step in selectors.run_steps(run=run)] if run is not None else [],
         "pending_confirmation": step_payload(pending) if pending is not None else None,
+        "event_seq": event_seq,
     }
     if with_steps:
         state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]]}

@@ -18,6 +18,15 @@ value cannot take its batch down with it; an event still too large to publish is
 `assistant.resync`. When a publish fails anyway (Redis out of reach), the person's sockets are sent
 `assistant.resync` as soon as Redis answers again: the client then reloads the chat (`assistant.load`),
 which the database answers in full.
+
+What Redis took and then lost (a subscriber's connection dropped, a full buffer) is seen by the client:
+every batch for a person takes the next numbers of that person's count (`event_seq`, one INCRBY per batch
+on a key shared by every web and worker process, its expiry refreshed on use), just before it is sent. A
+number is taken after the event's rows committed, so a load read after seeing number N shows everything
+up to N; `assistant.load` answers with the count as of its read (`current_event_seq`), where a client's
+count starts. A client that sees a number missing for a moment reloads (docs/protocol.md, "Event
+numbers"). When the count cannot be reached the batch still goes, unnumbered, and the person is owed an
+`assistant.resync` like after a failed publish.
 """
 
 from __future__ import annotations
@@ -31,8 +40,13 @@ import threading
 from typing import Any
 
 import msgpack
+import redis
+import redis.asyncio
 from channels.layers import get_channel_layer
 from django.db import transaction
+
+from assistant.conf import assistant_redis_url
+from assistant.redis_connection import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +69,39 @@ URGENT_EVENTS = frozenset({
     "assistant.sent", "assistant.confirm", "assistant.replied", "assistant.reply_failed", "assistant.cancelled",
 })
 
+# The person's count of events (`event_seq`): a key per person, forgotten after a day without events.
+EVENT_SEQ_TTL_SECONDS = 86_400
+# Taking numbers must not hold the stream up for long when that Redis hangs.
+EVENT_SEQ_TIMEOUT_SECONDS = 1.0
+_USER_GROUP_PREFIX = "assistant.user."
+
 Queued = tuple[str, dict[str, Any], float]  # group, event, when it was published (loop time)
 
 
 def user_group(user_id: int) -> str:
     """Every socket of one person joins this group; events carry chat and run ids for the client to route."""
-    return f"assistant.user.{user_id}"
+    return f"{_USER_GROUP_PREFIX}{user_id}"
+
+
+def event_seq_key(user_id: int | str) -> str:
+    """The Redis key of a person's count of events."""
+    return f"assistant:event_seq:{user_id}"
+
+
+def _event_seq_key_of(group: str) -> str | None:
+    """The count the events of `group` are numbered by: a person's group has one, other groups none."""
+    return event_seq_key(group[len(_USER_GROUP_PREFIX):]) if group.startswith(_USER_GROUP_PREFIX) else None
+
+
+def current_event_seq(user_id: int) -> int | None:
+    """The person's count now (0 before their first event, or after a day without any), or None when
+    Redis cannot say. Read before a load reads the database, every event up to it is in that read."""
+    try:
+        value = redis_client().get(event_seq_key(user_id))
+    except redis.exceptions.RedisError:
+        logger.warning("Could not read the event count of user %s", user_id, exc_info=True)
+        return None
+    return int(value) if value is not None else 0
 
 
 def resync_event(reason: str, **route: Any) -> dict[str, Any]:
@@ -141,11 +182,14 @@ class Publisher:
         self._urgent: asyncio.Event | None = None
         # Groups whose events were lost and not yet told so (touched on the publishing loop only).
         self._lost: set[str] = set()
+        # The publishing loop's client for the count, by Redis URL (created on that loop).
+        self._counters: dict[str, redis.asyncio.Redis] = {}
 
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
         # A forked Celery pool process inherits the object but not the thread: start one per process.
         with self._lock:
             if self._pid != os.getpid() or self._loop is None:
+                self._counters = {}  # a parent's connections belong to its loop
                 ready = threading.Event()
                 loop = asyncio.new_event_loop()
                 self._loop, self._pid = loop, os.getpid()
@@ -181,9 +225,35 @@ class Publisher:
                 events.insert(0, resync_event("lost"))
             await self._send(group, events)
 
+    async def _number(self, group: str, events: list[dict[str, Any]]) -> bool:
+        """Give `events` the next numbers of the group's count (`event_seq`), in one round trip; False
+        when the count could not be reached (the events then go without numbers)."""
+        key = _event_seq_key_of(group)
+        if key is None:
+            return True
+        try:
+            url = assistant_redis_url()
+            client = self._counters.get(url)
+            if client is None:
+                client = self._counters[url] = redis.asyncio.Redis.from_url(
+                    url, socket_timeout=EVENT_SEQ_TIMEOUT_SECONDS, socket_connect_timeout=EVENT_SEQ_TIMEOUT_SECONDS)
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.incrby(key, len(events))
+                pipe.expire(key, EVENT_SEQ_TTL_SECONDS)
+                last, _ = await pipe.execute()
+        except Exception as exc:  # the events still go; the person is told to reload (see `_send`)
+            logger.warning("Could not number %s events for %s: %s", len(events), group, exc)
+            return False
+        for number, event in enumerate(events, start=int(last) - len(events) + 1):
+            event["event_seq"] = number
+        return True
+
     async def _send(self, group: str, events: list[dict[str, Any]]) -> bool:
-        """One group_send; on failure the group is owed an `assistant.resync`. The layer is looked up each
-        time, so a changed CHANNEL_LAYERS setting (or a layer reset) takes effect."""
+        """Number the events, then one group_send; on failure the group is owed an `assistant.resync`, and
+        so it is when the events went without numbers (a loss among them would not show). The layer is
+        looked up each time, so a changed CHANNEL_LAYERS setting (or a layer reset) takes effect."""
+        numbered = await self._number(group, events)
+        only_resync = all(event.get("type") == "assistant.resync" for event in events)
         try:
             await get_channel_layer().group_send(group, {"type": "assistant.events", "events": events})
         except Exception:  # the database holds the truth; the client is told to reload it
@@ -192,7 +262,11 @@ class Publisher:
                 self._lost.add(group)
                 asyncio.ensure_future(self._announce_loss(group))
             return False
-        self._lost.discard(group)
+        if numbered or only_resync:
+            self._lost.discard(group)
+        elif group not in self._lost:
+            self._lost.add(group)
+            asyncio.ensure_future(self._announce_loss(group))
         return True
 
     async def _announce_loss(self, group: str) -> None:
@@ -211,8 +285,9 @@ class Publisher:
             if group not in self._lost:
                 break
             try:
-                notice = {"type": "assistant.events", "events": [resync_event("lost")]}
-                await get_channel_layer().group_send(group, notice)
+                notice = [resync_event("lost")]
+                await self._number(group, notice)
+                await get_channel_layer().group_send(group, {"type": "assistant.events", "events": notice})
             except Exception as exc:  # still out of reach: the first failure was logged in full
                 logger.debug("assistant.resync to %s not sent yet: %s", group, exc)
                 continue

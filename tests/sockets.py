@@ -34,6 +34,11 @@ def connect(user: Any, **session_data: Any) -> WebsocketCommunicator:
     return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
 
 
+def unnumbered(event: dict[str, Any]) -> dict[str, Any]:
+    """The event without its number in the person's count (`event_seq`), to compare what it says."""
+    return {key: value for key, value in event.items() if key != "event_seq"}
+
+
 async def receive_until(socket: WebsocketCommunicator, last: Callable[[dict[str, Any]], bool],
                         timeout: float = 20) -> list[dict[str, Any]]:
     """Every event up to and including the first for which `last` is true."""

@@ -20,7 +20,7 @@ from assistant.models import AgentChat, AgentMessage, AgentRun
 from assistant.payloads import message_payload
 from assistant.selectors import chat_messages
 from tests.conftest import WorkerProcess, assistant_settings_with
-from tests.sockets import connect, receive_until
+from tests.sockets import connect, receive_until, unnumbered
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,7 +81,7 @@ def test_thumbs_up_with_a_comment_reaches_every_tab_and_survives_a_reload(
                                   "comment": "  Spot on.  "})
         for tab in (first, second):
             saved = (await receive_until(tab, of_type("assistant.feedback_saved", "assistant.error")))[-1]
-            assert saved == {
+            assert unnumbered(saved) == {
                 "type": "assistant.feedback_saved", "run_id": replied["run_id"], "chat_id": replied["chat_id"],
                 "message_id": message["id"], "feedback": {"score": 1, "comment": "Spot on."},
             }

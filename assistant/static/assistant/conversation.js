@@ -10,6 +10,9 @@
   var Steps = window.AssistantSteps;
   var el = Steps.el;
   var PAGE_SIZE = 50;
+  // How long a missing event number may stay missing before it counts as lost: events from different
+  // processes can arrive slightly out of order (docs/protocol.md, "Event numbers").
+  var GAP_WAIT_MS = 1500;
   var EMPTY_TEXT = "Ask the assistant to find or change things in this app for you. It acts as you, and shows every step it takes.";
   // Steps already reported to the page as "assistant:changed", by step id: once each, even with two surfaces.
   var reportedChanges = {};
@@ -94,6 +97,10 @@
     this.currentLoad = null;
     this.retryDelay = 1000;
     this.reconnectAt = 0;
+    // The person's count of events on this socket (`event_seq`): `last` is the highest number up to which
+    // every event arrived or a load covered it; `waiting` holds later numbers (by arrival time) until the
+    // ones before them come. `gaps` and `restarts` count what was caught, for whoever looks.
+    this.sequence = { last: null, highest: null, waiting: {}, timer: null, gaps: 0, restarts: 0 };
     var self = this;
 
     this.form.addEventListener("submit", function (event) { event.preventDefault(); self.submit(); });
@@ -140,6 +147,7 @@
     if (this.wasOffline) this.setStatus("Reconnecting…", "");
     socket.addEventListener("open", function () {
       self.retryDelay = 1000;
+      self.restartCount();  // a new socket: its count starts with the load below
       if (self.wasOffline) self.announce("The assistant is connected again.");
       self.wasOffline = false;
       self.setStatus("Connected", "is-connected");
@@ -485,15 +493,96 @@
     }));
   };
 
+  // --- The count of events: a missing number is an event lost on the way -------------------------------
+
+  Conversation.prototype.restartCount = function () {
+    var sequence = this.sequence;
+    clearTimeout(sequence.timer);
+    sequence.last = sequence.highest = sequence.timer = null;
+    sequence.waiting = {};
+  };
+
+  // A load's answer holds every event numbered up to its `event_seq`.
+  Conversation.prototype.countFrom = function (number) {
+    var sequence = this.sequence;
+    if (typeof number !== "number") return;  // the server could not say: keep counting as before
+    if (sequence.last === null || number > sequence.last) sequence.last = number;
+    if (sequence.highest === null || number > sequence.highest) sequence.highest = number;
+    this.countForward();
+  };
+
+  Conversation.prototype.count = function (number) {
+    var sequence = this.sequence;
+    if (sequence.last === null) {  // nothing loaded yet: count from here
+      sequence.last = sequence.highest = number;
+      return;
+    }
+    if (number <= sequence.last) {
+      // Counted already (or covered by a load) — unless the count began again at 1: Redis lost it (a
+      // restart, or a day without events). Start afresh, and reload: what happened meanwhile may be lost.
+      if (number !== 1) return;
+      this.sequence.restarts += 1;
+      this.restartCount();
+      sequence.last = sequence.highest = 1;
+      this.catchUp();
+      return;
+    }
+    if (number > sequence.highest) sequence.highest = number;
+    if (number === sequence.last + 1) sequence.last = number;
+    else sequence.waiting[number] = Date.now();
+    this.countForward();
+  };
+
+  Conversation.prototype.countForward = function () {
+    var sequence = this.sequence;
+    var self = this;
+    Object.keys(sequence.waiting).forEach(function (number) {
+      if (Number(number) <= sequence.last) delete sequence.waiting[number];
+    });
+    while (sequence.waiting[sequence.last + 1] !== undefined) {
+      delete sequence.waiting[sequence.last + 1];
+      sequence.last += 1;
+    }
+    var since = Object.keys(sequence.waiting).map(function (number) { return sequence.waiting[number]; });
+    clearTimeout(sequence.timer);
+    sequence.timer = null;
+    if (!since.length) return;
+    // The oldest number still waiting for its predecessors decides when the gap counts as a loss.
+    var wait = Math.max(0, Math.min.apply(null, since) + GAP_WAIT_MS - Date.now());
+    sequence.timer = setTimeout(function () {
+      sequence.timer = null;
+      if (!Object.keys(sequence.waiting).length) return;
+      if (Math.min.apply(null, Object.keys(sequence.waiting).map(function (n) { return sequence.waiting[n]; })) +
+          GAP_WAIT_MS > Date.now()) return self.countForward();
+      sequence.gaps += 1;
+      self.catchUp();
+    }, wait);
+  };
+
+  // Events were lost: the server's rows are the truth. The reload covers every number seen so far.
+  Conversation.prototype.catchUp = function () {
+    var sequence = this.sequence;
+    clearTimeout(sequence.timer);
+    sequence.timer = null;
+    sequence.waiting = {};
+    if (sequence.highest !== null && (sequence.last === null || sequence.highest > sequence.last)) {
+      sequence.last = sequence.highest;
+    }
+    this.reload();
+    if (this.listChats) this.listChats();
+  };
+
   // --- Events from the server ---------------------------------------------------------------------------
 
   Conversation.prototype.handle = function (event) {
+    if (typeof event.event_seq === "number" && event.type !== "assistant.messages_loaded") this.count(event.event_seq);
     // What changed the person's data is news for the page whichever chat it happened in.
     if (event.type === "assistant.step" && event.step) this.reportChange(event);
     switch (event.type) {
       case "assistant.messages_loaded":
         if (requestKind(event) === "older") return this.prependPage(event);
         if (event.request_id !== this.currentLoad) return undefined;  // an answer for a chat no longer shown
+        this.countFrom(event.event_seq);
         return this.load(event);
       case "assistant.chats_listed": return this.showChats(event);
       case "assistant.chat_updated": return this.chatUpdated(event.chat || this.chats[event.chat_id]);
@@ -502,7 +591,7 @@
       case "assistant.sent": return this.sent(event);
       case "assistant.error": return this.error(event);
       case "assistant.resync":  // events were lost or withheld: redraw this chat from the server's rows
-        return this.reload();
+        return this.catchUp();
       default:
         break;
     }
