@@ -471,6 +471,17 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         chat_id = _id(content, "chat_id", required=True)
         await database_sync_to_async(services.chat_delete)(user=self.user, chat_id=chat_id)
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every message it hands a consumer, by a hop to
+        # the one thread sync code runs on. Relayed events touch no database, and at a thousand a second
+        # those hops queued behind each other: the hop cost daphne more than the relaying did. Everything
+        # here that does use the database goes through database_sync_to_async, which closes stale
+        # connections itself, on the thread that uses them.
+        if message.get("type") == "assistant.events":
+            await self.assistant_events(message)
+        else:
+            await super().dispatch(message)
+
     async def assistant_events(self, message: dict[str, Any]) -> None:
         """Events for this person from a worker or another socket, relayed one by one, in order."""
         for event in message["events"]:
