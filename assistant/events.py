@@ -32,6 +32,7 @@ numbers"). When the count cannot be reached the batch still goes, unnumbered, an
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import math
@@ -180,6 +181,12 @@ class Publisher:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[Queued | threading.Event] | None = None
         self._urgent: asyncio.Event | None = None
+        # Published but not yet on the loop's queue: filled by any thread, emptied by the loop in one
+        # callback. One wake-up of the loop per burst, not one per event (a reply's token deltas, a run's
+        # steps): each wake-up is a write to the loop's pipe and a fight for the interpreter.
+        self._incoming: collections.deque[tuple[tuple[str, dict[str, Any]] | threading.Event, bool]] = (
+            collections.deque())
+        self._wake_pending = False
         # Groups whose events were lost and not yet told so (touched on the publishing loop only).
         self._lost: set[str] = set()
         # The publishing loop's client for the count, by Redis URL (created on that loop).
@@ -190,6 +197,7 @@ class Publisher:
         with self._lock:
             if self._pid != os.getpid() or self._loop is None:
                 self._counters = {}  # a parent's connections belong to its loop
+                self._incoming, self._wake_pending = collections.deque(), False
                 ready = threading.Event()
                 loop = asyncio.new_event_loop()
                 self._loop, self._pid = loop, os.getpid()
@@ -219,18 +227,40 @@ class Publisher:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(urgent.wait(), wait)
             urgent.clear()
-            group = item[0]
-            events = [publishable(event) for event in self._batch(queue, group, [item[1]])]
-            if group in self._lost:
-                events.insert(0, resync_event("lost"))
-            await self._send(group, events)
+            batches = self._batches(queue, item)
+            for group, events in batches.items():
+                if group in self._lost:
+                    events.insert(0, resync_event("lost"))
+            numbered = await self._number(batches)
+            # Each person's batch is one group_send; different people's leave side by side.
+            await asyncio.gather(*(self._send(group, events, numbered=group in numbered)
+                                   for group, events in batches.items()))
 
-    async def _number(self, group: str, events: list[dict[str, Any]]) -> bool:
-        """Give `events` the next numbers of the group's count (`event_seq`), in one round trip; False
-        when the count could not be reached (the events then go without numbers)."""
-        key = _event_seq_key_of(group)
-        if key is None:
-            return True
+    @staticmethod
+    def _batches(queue: asyncio.Queue[Queued | threading.Event], first: Queued) -> dict[str, list[dict[str, Any]]]:
+        """`first` and every event already waiting behind it, up to a flush marker, by person in order,
+        each brought within bounds, and adjacent token deltas of the same run merged. Many people's steps
+        then share one trip to Redis for their numbers instead of two trips each."""
+        batches: dict[str, list[dict[str, Any]]] = {first[0]: [first[1]]}
+        waiting = queue._queue  # type: ignore[attr-defined]
+        while waiting and isinstance(waiting[0], tuple):
+            group, event, _ = queue.get_nowait()  # type: ignore[misc]
+            events = batches.setdefault(group, [])
+            last = events[-1] if events else None
+            if (last is not None and event.get("type") == last.get("type") == "assistant.token"
+                    and event.get("run_id") == last.get("run_id")):
+                events[-1] = {**last, "delta": last["delta"] + event["delta"]}
+            else:
+                events.append(event)
+        return {group: [publishable(event) for event in events] for group, events in batches.items()}
+
+    async def _number(self, batches: dict[str, list[dict[str, Any]]]) -> set[str]:
+        """Give each batch's events the next numbers of its person's count (`event_seq`), all in one round
+        trip; returns the groups numbered (or with no count to keep). None are when the count could not be
+        reached: the events then go without numbers."""
+        counted = {group: key for group in batches if (key := _event_seq_key_of(group)) is not None}
+        if not counted:
+            return set(batches)
         try:
             url = assistant_redis_url()
             client = self._counters.get(url)
@@ -238,21 +268,23 @@ class Publisher:
                 client = self._counters[url] = redis.asyncio.Redis.from_url(
                     url, socket_timeout=EVENT_SEQ_TIMEOUT_SECONDS, socket_connect_timeout=EVENT_SEQ_TIMEOUT_SECONDS)
             async with client.pipeline(transaction=False) as pipe:
-                pipe.incrby(key, len(events))
-                pipe.expire(key, EVENT_SEQ_TTL_SECONDS)
-                last, _ = await pipe.execute()
+                for group, key in counted.items():
+                    pipe.incrby(key, len(batches[group]))
+                    pipe.expire(key, EVENT_SEQ_TTL_SECONDS)
+                replies = await pipe.execute()
         except Exception as exc:  # the events still go; the person is told to reload (see `_send`)
-            logger.warning("Could not number %s events for %s: %s", len(events), group, exc)
-            return False
-        for number, event in enumerate(events, start=int(last) - len(events) + 1):
-            event["event_seq"] = number
-        return True
+            logger.warning("Could not number the events of %s people: %s", len(counted), exc)
+            return set(batches) - set(counted)
+        for group, last in zip(counted, replies[::2], strict=True):
+            events = batches[group]
+            for number, event in enumerate(events, start=int(last) - len(events) + 1):
+                event["event_seq"] = number
+        return set(batches)
 
-    async def _send(self, group: str, events: list[dict[str, Any]]) -> bool:
-        """Number the events, then one group_send; on failure the group is owed an `assistant.resync`, and
-        so it is when the events went without numbers (a loss among them would not show). The layer is
-        looked up each time, so a changed CHANNEL_LAYERS setting (or a layer reset) takes effect."""
-        numbered = await self._number(group, events)
+    async def _send(self, group: str, events: list[dict[str, Any]], *, numbered: bool) -> bool:
+        """One group_send; on failure the group is owed an `assistant.resync`, and so it is when the events
+        went without numbers (a loss among them would not show). The layer is looked up each time, so a
+        changed CHANNEL_LAYERS setting (or a layer reset) takes effect."""
         only_resync = all(event.get("type") == "assistant.resync" for event in events)
         try:
             await get_channel_layer().group_send(group, {"type": "assistant.events", "events": events})
@@ -286,48 +318,46 @@ class Publisher:
                 break
             try:
                 notice = [resync_event("lost")]
-                await self._number(group, notice)
+                await self._number({group: notice})
                 await get_channel_layer().group_send(group, {"type": "assistant.events", "events": notice})
             except Exception as exc:  # still out of reach: the first failure was logged in full
                 logger.debug("assistant.resync to %s not sent yet: %s", group, exc)
                 continue
             self._lost.discard(group)
         await asyncio.sleep(RESYNC_SETTLE_SECONDS)
-        await self._send(group, [resync_event("lost")])
-
-    @staticmethod
-    def _batch(
-        queue: asyncio.Queue[Queued | threading.Event], group: str, events: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """Take what is already waiting for the same group, in order, merging adjacent token deltas."""
-        waiting = queue._queue  # type: ignore[attr-defined]
-        while waiting and isinstance(waiting[0], tuple) and waiting[0][0] == group:
-            event = queue.get_nowait()[1]  # type: ignore[index]
-            last = events[-1]
-            if (event.get("type") == last.get("type") == "assistant.token"
-                    and event.get("run_id") == last.get("run_id")):
-                events[-1] = {**last, "delta": last["delta"] + event["delta"]}
-            else:
-                events.append(event)
-        return events
+        notice = [resync_event("lost")]
+        await self._send(group, notice, numbered=bool(await self._number({group: notice})))
 
     def publish(self, group: str, event: dict[str, Any]) -> None:
-        loop = self._ensure_started()
-        loop.call_soon_threadsafe(self._put, (group, event), event.get("type") in URGENT_EVENTS)
+        self._hand_over((group, event), event.get("type") in URGENT_EVENTS)
 
-    def _put(self, item: tuple[str, dict[str, Any]] | threading.Event, urgent: bool) -> None:
+    def _hand_over(self, item: tuple[str, dict[str, Any]] | threading.Event, urgent: bool) -> None:
+        """Put `item` on the loop's queue, in order with everything published before it, from any thread."""
+        loop = self._ensure_started()
+        with self._lock:
+            self._incoming.append((item, urgent))
+            if self._wake_pending:
+                return
+            self._wake_pending = True
+        loop.call_soon_threadsafe(self._take_incoming)
+
+    def _take_incoming(self) -> None:
         # Runs on the publishing loop.
         assert self._queue is not None and self._urgent is not None and self._loop is not None
-        self._queue.put_nowait(item if isinstance(item, threading.Event) else (*item, self._loop.time()))
-        if urgent:
-            self._urgent.set()
+        with self._lock:
+            incoming, self._incoming, self._wake_pending = self._incoming, collections.deque(), False
+        now = self._loop.time()
+        for item, urgent in incoming:
+            self._queue.put_nowait(item if isinstance(item, threading.Event) else (*item, now))
+            if urgent:
+                self._urgent.set()
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Block until everything published so far has been handed to the layer."""
         if self._loop is None or self._pid != os.getpid():
             return True
         done = threading.Event()
-        self._loop.call_soon_threadsafe(self._put, done, True)
+        self._hand_over(done, True)
         return done.wait(timeout)
 
 
