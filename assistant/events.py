@@ -20,8 +20,9 @@ value cannot take its batch down with it; an event still too large to publish is
 which the database answers in full.
 
 What Redis took and then lost (a subscriber's connection dropped, a full buffer) is seen by the client:
-every batch for a person takes the next numbers of that person's count (`event_seq`, one INCRBY per batch
-on a key shared by every web and worker process, its expiry refreshed on use), just before it is sent. A
+every batch for a person takes the next numbers of that person's count (`event_seq`, an INCRBY on a key
+shared by every web and worker process, its expiry refreshed on use; the batches of everyone waiting are
+numbered in one round trip), just before it is sent. A
 number is taken after the event's rows committed, so a load read after seeing number N shows everything
 up to N; `assistant.load` answers with the count as of its read (`current_event_seq`), where a client's
 count starts. A client that sees a number missing for a moment reloads (docs/protocol.md, "Event
