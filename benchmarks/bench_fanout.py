@@ -59,8 +59,16 @@ DRAIN_SECONDS = 2.0
 RUN_TIMEOUT_SECONDS = 600.0
 
 
-def _env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
+def _env_int(name: str, default: int, *, least: int = 1) -> int:
+    """A size from the environment; anything but a whole number of at least `least` stops with a clear error."""
+    text = os.environ.get(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        raise SystemExit(f"{name} must be a whole number, not {text!r}") from None
+    if value < least:
+        raise SystemExit(f"{name} must be at least {least} (it is {value})")
+    return value
 
 
 def _script(path: Path) -> str:
