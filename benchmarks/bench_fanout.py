@@ -44,7 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.load import PROJECT_DIR, Person, Stack, Tab, cpu_seconds, open_tabs, people, stack
+from benchmarks.load import PROJECT_DIR, Person, Stack, Tab, cpu_seconds, env_size, open_tabs, people, stack
 
 TABS_PER_PERSON = 2
 PRODUCERS = 2
@@ -57,18 +57,6 @@ BASELINE_RATE = 100.0  # steps a second to the one person of the baseline
 BASELINE_SECONDS = 3.0
 DRAIN_SECONDS = 2.0
 RUN_TIMEOUT_SECONDS = 600.0
-
-
-def _env_int(name: str, default: int, *, least: int = 1) -> int:
-    """A size from the environment; anything but a whole number of at least `least` stops with a clear error."""
-    text = os.environ.get(name, str(default))
-    try:
-        value = int(text)
-    except ValueError:
-        raise SystemExit(f"{name} must be a whole number, not {text!r}") from None
-    if value < least:
-        raise SystemExit(f"{name} must be at least {least} (it is {value})")
-    return value
 
 
 def _script(path: Path) -> str:
@@ -539,8 +527,8 @@ def _ms(seconds: float) -> str:
 
 
 def main() -> None:
-    people_count = _env_int("BENCH_FANOUT_PEOPLE", 100)
-    runs_per_person = _env_int("BENCH_FANOUT_RUNS", 2)
+    people_count = env_size("BENCH_FANOUT_PEOPLE", 100)
+    runs_per_person = env_size("BENCH_FANOUT_RUNS", 2)
     rates = [float(rate) for rate in os.environ.get("BENCH_FANOUT_RATES", "250,500,1000").split(",")]
     seconds = float(os.environ.get("BENCH_FANOUT_SECONDS", "4"))
     print(f"size: {people_count} people × {TABS_PER_PERSON} tabs, {runs_per_person} runs a person in (a), "

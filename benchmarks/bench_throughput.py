@@ -33,7 +33,7 @@ from typing import Any
 from django.conf import settings
 from django.test import override_settings
 
-from benchmarks.load import Person, Stack, Tab, cpu_seconds, open_tabs, people, stack
+from benchmarks.load import Person, Stack, Tab, cpu_seconds, env_size, open_tabs, people, stack
 
 MODEL = "offline"
 QUESTION = "what are my open tasks?"
@@ -460,7 +460,7 @@ def report(result: Result) -> None:
 
 
 def main() -> None:
-    turns = int(os.environ.get("BENCH_THROUGHPUT_TURNS", "1000"))
-    people_count = int(os.environ.get("BENCH_THROUGHPUT_PEOPLE", "100"))
-    baseline_turns = int(os.environ.get("BENCH_THROUGHPUT_BASELINE_TURNS", "100"))
+    turns = env_size("BENCH_THROUGHPUT_TURNS", 1000)
+    people_count = env_size("BENCH_THROUGHPUT_PEOPLE", 100)
+    baseline_turns = env_size("BENCH_THROUGHPUT_BASELINE_TURNS", 100, least=2)  # halves before and after
     report(measure(turns=turns, people_count=people_count, baseline_turns=baseline_turns))

@@ -428,3 +428,15 @@ async def open_tabs(site: Stack, crowd: Sequence[Person], tabs_per_person: int =
     the first person's tabs first. Each reads every frame as it arrives from now on."""
     return list(await asyncio.gather(*(_open_tab(site, person, number) for person in crowd
                                        for number in range(1, tabs_per_person + 1))))
+
+
+def env_size(name: str, default: int, *, least: int = 1) -> int:
+    """A size from the environment; anything but a whole number of at least `least` stops with a clear error."""
+    text = os.environ.get(name, str(default))
+    try:
+        value = int(text)
+    except ValueError:
+        raise SystemExit(f"{name} must be a whole number, not {text!r}") from None
+    if value < least:
+        raise SystemExit(f"{name} must be at least {least} (it is {value})")
+    return value
