@@ -12,7 +12,6 @@ import logging
 import math
 import re
 import weakref
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kombu.exceptions
@@ -226,15 +225,6 @@ def _chats_listed(user: Any, *, before: int | None, limit: int) -> dict[str, Any
     }
 
 
-def on_a_database_thread(function: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    """`function` run on one of a pool of threads, with Django's connection handling around it, instead of
-    on the one thread all of a process's sockets share (channels' default): a burst of sends or loads from
-    many people then waits on the database side by side rather than one after another. Each call stands
-    alone (its own transaction on its own thread's connection), so nothing needs that one thread; one
-    socket's frames are still handled one at a time."""
-    return database_sync_to_async(function, thread_sensitive=False)
-
-
 class SessionWatch:
     """Re-checks the sessions of every socket of one event loop (a daphne process has one), together:
     each distinct session once per `SESSION_CHECK_SECONDS`, in one trip to a database thread. It notices
@@ -268,7 +258,7 @@ class SessionWatch:
             await asyncio.sleep(float(assistant_settings.SESSION_CHECK_SECONDS))
             watched = list(self.sockets)
             try:
-                live = await on_a_database_thread(_sessions_live)(watched)
+                live = await database_sync_to_async(_sessions_live)(watched)
             except Exception:  # a database hiccup is not a logout: keep the sockets and look again later
                 logger.warning("Could not re-check the sessions of %s sockets", len(watched), exc_info=True)
                 continue
@@ -312,7 +302,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         _session_watch().add(self)
         # Runs from the person's sessions that ended unobserved stop before this tab loads them.
         try:
-            await on_a_database_thread(services.ended_sessions_runs_end)(user=user)
+            await database_sync_to_async(services.ended_sessions_runs_end)(user=user)
         except Exception:  # the next connect tries again; a worker refuses such a run's tool calls anyway
             logger.warning("Could not end the runs of a person's ended sessions", exc_info=True)
 
@@ -330,7 +320,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
     async def _end_session(self) -> None:
         """End the session's runs (its other sockets are told too), then say so and close with 4401."""
         try:
-            await on_a_database_thread(services.session_runs_end)(session_key=self.sent_from.session_key)
+            await database_sync_to_async(services.session_runs_end)(session_key=self.sent_from.session_key)
         except Exception:  # the socket still closes; the runs' worker finds the session gone by itself
             logger.warning("Could not end the runs of an ended session", exc_info=True)
         await self._close_ended()
@@ -411,7 +401,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         # The "assistant.sent" event reaches every socket of this person through the group; when Redis
         # is out of reach, this socket gets it directly, then the reason nothing follows yet.
         try:
-            stored = await on_a_database_thread(_chat_send)(
+            stored = await database_sync_to_async(_chat_send)(
                 self.user, content=text, chat_id=chat_id, new_chat=new_chat, request_id=content.get("request_id"),
                 sent_from=self.sent_from,
             )
@@ -424,7 +414,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
         run_id = _id(content, "run_id", required=True)
-        await on_a_database_thread(services.run_cancel)(user=self.user, run_id=run_id)
+        await database_sync_to_async(services.run_cancel)(user=self.user, run_id=run_id)
 
     async def on_confirm(self, content: dict[str, Any]) -> None:
         run_id = _id(content, "run_id", required=True)
@@ -432,7 +422,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         approve = content.get("approve")
         if not isinstance(approve, bool):
             raise BadRequest("bad_request", '"approve" must be true or false.')
-        await on_a_database_thread(services.run_confirm)(user=self.user, run_id=run_id, step_id=step_id,
+        await database_sync_to_async(services.run_confirm)(user=self.user, run_id=run_id, step_id=step_id,
                                                            approve=approve)
 
     async def on_feedback(self, content: dict[str, Any]) -> None:
@@ -445,7 +435,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             comment = ""
         if not isinstance(comment, str):
             raise BadRequest("bad_request", '"comment" must be a string.')
-        await on_a_database_thread(services.run_feedback)(user=self.user, run_id=run_id, score=score,
+        await database_sync_to_async(services.run_feedback)(user=self.user, run_id=run_id, score=score,
                                                             comment=comment)
 
     async def on_load(self, content: dict[str, Any]) -> None:
@@ -456,7 +446,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"before" needs the "chat_id" of the chat being paged.')
         limit = _limit(content, default=LOAD_LIMIT_DEFAULT, maximum=LOAD_LIMIT_MAX)
         with_steps = _flag(content, "steps")
-        state = await on_a_database_thread(_chat_state)(self.user, chat_id, before=before, limit=limit,
+        state = await database_sync_to_async(_chat_state)(self.user, chat_id, before=before, limit=limit,
                                                           with_steps=with_steps)
         state["request_id"] = content.get("request_id")
         await self.send_json(state)
@@ -464,7 +454,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
     async def on_chats(self, content: dict[str, Any]) -> None:
         before = _id(content, "before", required=False)
         limit = _limit(content, default=CHATS_LIMIT_DEFAULT, maximum=CHATS_LIMIT_MAX)
-        listed = await on_a_database_thread(_chats_listed)(self.user, before=before, limit=limit)
+        listed = await database_sync_to_async(_chats_listed)(self.user, before=before, limit=limit)
         listed["request_id"] = content.get("request_id")
         await self.send_json(listed)
 
@@ -475,11 +465,11 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"title" must be a string.')
         if "\x00" in title:  # PostgreSQL text cannot hold it
             raise BadRequest("bad_request", '"title" must not contain NUL characters.')
-        await on_a_database_thread(services.chat_rename)(user=self.user, chat_id=chat_id, title=title)
+        await database_sync_to_async(services.chat_rename)(user=self.user, chat_id=chat_id, title=title)
 
     async def on_chat_delete(self, content: dict[str, Any]) -> None:
         chat_id = _id(content, "chat_id", required=True)
-        await on_a_database_thread(services.chat_delete)(user=self.user, chat_id=chat_id)
+        await database_sync_to_async(services.chat_delete)(user=self.user, chat_id=chat_id)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every message it hands a consumer, by a hop to
