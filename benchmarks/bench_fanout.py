@@ -44,6 +44,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks import percentile
 from benchmarks.load import PROJECT_DIR, Person, Stack, Tab, cpu_seconds, env_size, open_tabs, people, stack
 
 TABS_PER_PERSON = 2
@@ -133,8 +134,7 @@ class Phase:
     def percentile(self, share: float) -> float:
         if not self.latencies:
             return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+        return percentile(self.latencies, share)
 
 
 async def _count_now(tab: Tab, request: str) -> int:

@@ -152,10 +152,10 @@ class _Peer:
 
 
 def _describe(name: str, side: Side) -> None:
-    from benchmarks.bench_turn import _percentile
+    from benchmarks import percentile
 
-    print(f"  {name:<11} turn p50 {statistics.median(side.turns):6.1f} ms, p95 {_percentile(side.turns, 0.95):6.1f} ms"
-          f" | 3 bare calls p50 {statistics.median(side.bare):5.1f} ms, p95 {_percentile(side.bare, 0.95):5.1f} ms"
+    print(f"  {name:<11} turn p50 {statistics.median(side.turns):6.1f} ms, p95 {percentile(side.turns, 0.95):6.1f} ms"
+          f" | 3 bare calls p50 {statistics.median(side.bare):5.1f} ms, p95 {percentile(side.bare, 0.95):5.1f} ms"
           f" | overhead {side.overhead:6.1f} ms")
 
 

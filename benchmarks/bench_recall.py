@@ -32,6 +32,8 @@ from django.conf import settings
 from django.db import connection
 from pgvector.django import CosineDistance
 
+from benchmarks import percentile
+
 DIMS = 384
 TOPICS = 2_000
 PER_OWNER = 100
@@ -185,11 +187,6 @@ def _timed(fn: Callable[[], list[str]]) -> tuple[float, list[str]]:
     return (time.perf_counter() - started) * 1000, result
 
 
-def _percentile(samples: list[float], fraction: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
 def measure(corpus: Corpus, kind: str, owner_ids: list[int], *, heavy: bool, questions: int) -> dict[str, float]:
     """Ask `questions` questions, each of a different owner of this kind (the same owner, if heavy), through
     `memory_recall` and through the exact query, alternating which goes first."""
@@ -221,8 +218,8 @@ def measure(corpus: Corpus, kind: str, owner_ids: list[int], *, heavy: bool, que
         baseline.append(took_exact)
         found.append(len(set(answer) & set(truth)) / max(1, len(truth)))
     figures = {
-        "p50": statistics.median(ours), "p95": _percentile(ours, 0.95),
-        "base_p50": statistics.median(baseline), "base_p95": _percentile(baseline, 0.95),
+        "p50": statistics.median(ours), "p95": percentile(ours, 0.95),
+        "base_p50": statistics.median(baseline), "base_p95": percentile(baseline, 0.95),
         "recall": statistics.mean(found), "worst": min(found),
     }
     print(f"{kind:>8}: recall p50 {figures['p50']:7.2f} ms, p95 {figures['p95']:7.2f} ms; "

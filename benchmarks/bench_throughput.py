@@ -33,6 +33,7 @@ from typing import Any
 from django.conf import settings
 from django.test import override_settings
 
+from benchmarks import percentile
 from benchmarks.load import Person, Stack, Tab, cpu_seconds, env_size, open_tabs, people, stack
 
 MODEL = "offline"
@@ -400,11 +401,6 @@ def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: in
     )
 
 
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
-
-
 def _ratio(ours: float, baseline: float) -> str:
     # CPU times come in clock ticks (10 ms): a tiny run may measure none.
     return f"{ours / baseline:.2f}×" if baseline > 0 else "n/a (no CPU time measured)"
@@ -426,7 +422,7 @@ def report(result: Result) -> None:
     print(f"throughput: {result.turns_per_second:.1f} turns/s (first send → last reply); goal ≥ "
           f"{GOAL_TURNS_PER_SECOND:.0f} on {CORES} cores: ratio {ratio:.2f} ({'met' if ratio >= 1 else 'NOT met'})")
     print(f"time to reply (send → replied on the sending tab): p50 {statistics.median(result.reply_seconds):.1f} s, "
-          f"p95 {_percentile(result.reply_seconds, 0.95):.1f} s (mostly the queue: all were sent at once); daphne "
+          f"p95 {percentile(result.reply_seconds, 0.95):.1f} s (mostly the queue: all were sent at once); daphne "
           f"had stored every message {result.stored_within_seconds:.1f} s after the first send "
           f"({result.turns / max(result.stored_within_seconds, 1e-3):.0f} sends/s)")
     print("CPU per turn under load: " + ", ".join(f"{kind} {ms[kind]:.1f} ms" for kind in SERVER_KINDS)

@@ -23,15 +23,12 @@ from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
+from benchmarks import percentile
+
 RUNS = 40
 WARMUP = 5
 TARGET_OVERHEAD_MS = 50.0
 PAUSE_BETWEEN_TURNS_SECONDS = 0.3
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
 async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *, runs: int = RUNS,
@@ -152,7 +149,7 @@ def main() -> None:
         turns, bare = asyncio.run(_time_turns(user, calls, sent_from))
     turn_p50, bare_p50 = statistics.median(turns), statistics.median(bare)
     overhead = turn_p50 - bare_p50
-    turn_p95, bare_p95 = _percentile(turns, 0.95), _percentile(bare, 0.95)
+    turn_p95, bare_p95 = percentile(turns, 0.95), percentile(bare, 0.95)
     print(f"send → replied, 3 tool calls ({RUNS} runs): p50 {turn_p50:.1f} ms, p95 {turn_p95:.1f} ms")
     print(f"the same 3 tool calls in one process:        p50 {bare_p50:.1f} ms, p95 {bare_p95:.1f} ms")
     print(f"assistant overhead at the median: {overhead:.1f} ms (ratio {turn_p50 / bare_p50:.1f}×); "
