@@ -114,12 +114,16 @@ def _forks_its_pool(worker: Any) -> bool:
 
 @task_prerun.connect
 @task_postrun.connect
-def _connections_as_between_requests(**kwargs: Any) -> None:
+def _connections_as_between_requests(sender: Any = None, **kwargs: Any) -> None:
     """Around every task, what Django does around every request: drop a connection that broke or outlived
     CONN_MAX_AGE, and health-check the next one on first use. A host that lets Celery keep connections
-    between tasks (CELERY_DB_REUSE_MAX) then never hands a task a connection PostgreSQL has since closed."""
+    between tasks (CELERY_DB_REUSE_MAX) then never hands a task a connection PostgreSQL has since closed.
+    Not for a task run eagerly, in its caller's thread (a host's tests): that may be inside the caller's
+    transaction, whose connection must stay open (Celery's own Django support leaves eager tasks alone too)."""
     from django.db import close_old_connections
 
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return
     close_old_connections()
 
 
