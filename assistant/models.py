@@ -252,9 +252,12 @@ class AgentStep(models.Model):
             ),
         ]
 
+    # The outcome of a tool call whose run ended before it ran (stopped, signed out, superseded): the
+    # person was asked and had not answered, or approved and the run never got to it.
+    NOT_RUN = "not_run"
     # Tool outcomes that count as errors in a run's and a profile's figures: the tool did not do what
     # the model asked (a declined action is the person's choice, but still not what was asked).
-    FAILED_OUTCOMES = frozenset({"invalid", "denied", "not_found", "error", "unknown", "declined"})
+    FAILED_OUTCOMES = frozenset({"invalid", "denied", "not_found", "error", "unknown", "declined", NOT_RUN})
 
     def __str__(self) -> str:
         label = self.tool_name or self.kind

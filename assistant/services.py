@@ -36,6 +36,15 @@ from assistant.tools.offer import resolve_scope
 from assistant.turn.lease import LeaseLost
 from registry.services import profile_entry_score
 
+# What a run the person stopped says, wherever it stopped.
+STOPPED_BY_YOU = "Stopped by you."
+
+
+class CancelledBeforeEnd(Exception):
+    """A worker's run could not end as `succeeded`: its person had already asked to stop it. Nothing was
+    changed; the worker ends it as cancelled instead."""
+
+
 # A chat's title, as the person renames it (the model field's length).
 TITLE_MAX_CHARS = 200
 
@@ -156,21 +165,49 @@ def chat_send(
 
 
 def _supersede(run: AgentRun) -> None:
-    pending = run_pending_confirmation(run=run)
-    if pending is not None:
-        _decline(pending, "The user sent a new message instead of answering; the action was not taken.")
     run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="superseded",
                error="Superseded by a newer message; the pending action was not taken.")
 
 
-def _decline(step: AgentStep, reason: str) -> None:
-    step.confirmation = AgentStep.Confirmation.DENIED
-    step.state = AgentStep.State.FINISHED
-    step.took_effect = False
-    step.reason = reason
-    step.result = {"status": "declined", "took_effect": False, "reason": reason}
-    step.save(update_fields=["confirmation", "state", "took_effect", "reason", "result"])
-    publish_to_user(step.run.owner_id, run_event("assistant.step", step.run, step=step_payload(step)))
+# A tool step whose run ended before it ran: what happened to it, in words, by why the run ended and what
+# the person had answered (True approved, False asked and not answered, None never asked).
+_NOT_RUN_REASONS: dict[tuple[str, bool | None], str] = {
+    ("cancelled", None): "You stopped the run before this ran; the action was not taken.",
+    ("cancelled", False): "You stopped the run instead of answering; the action was not taken.",
+    ("cancelled", True): "You approved it, then stopped the run before it ran; the action was not taken.",
+    (SESSION_ENDED, None): "You were signed out before this ran; the action was not taken.",
+    (SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
+    (SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
+    ("superseded", False): "You sent a new message instead of answering; the action was not taken.",
+}
+
+
+def not_run_outcome(*, stop_reason: str, approved: bool | None) -> dict[str, Any]:
+    """The outcome of a tool step whose run ended before it ran (see AgentStep.NOT_RUN). `approved`: the
+    person's answer to it, False when asked and not answered, None when it never asked."""
+    reason = _NOT_RUN_REASONS.get((stop_reason, approved)) or (
+        f"The run ended ({stop_reason or 'stopped'}) before this ran; the action was not taken."
+    )
+    return {"status": AgentStep.NOT_RUN, "took_effect": False, "reason": reason}
+
+
+def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) -> list[AgentStep]:
+    """Finish every step of the ending run that still waits: one the person was asked about and never
+    answered, or approved and the run never got to. Its record then says what happened — not taken, and
+    why — and keeps the person's answer as it was: `confirmation` stays "" when they did not answer (a
+    Stop, a sign-out or a new message is not a "no"), "approved" when they did. Saved by the caller."""
+    closed = []
+    for step in steps:
+        if step.kind != AgentStep.Kind.TOOL_CALL or step.state != AgentStep.State.AWAITING_CONFIRMATION:
+            continue
+        outcome = not_run_outcome(
+            stop_reason=stop_reason, approved=step.confirmation == AgentStep.Confirmation.APPROVED
+        )
+        step.state, step.took_effect, step.reason, step.result = (
+            AgentStep.State.FINISHED, False, outcome["reason"], outcome
+        )
+        closed.append(step)
+    return closed
 
 
 def run_finish(
@@ -201,6 +238,7 @@ def _run_close(
 ) -> AgentRun:
     now = timezone.now()
     steps = list(run.steps.all()) if steps is None else steps
+    unrun = _close_unrun_steps(run, steps, stop_reason) if status != AgentRun.Status.SUCCEEDED else []
     run.status, run.stop_reason, run.error, run.reply = status, stop_reason, error, reply
     for name, value in step_counts(steps).items():
         setattr(run, name, value)
@@ -220,8 +258,17 @@ def _run_close(
         run.save(update_fields=fields)
     else:
         values = {name: getattr(run, name) for name in fields}
-        if not AgentRun.objects.filter(pk=run.pk, lease_owner=holder).update(**values):
+        held = AgentRun.objects.filter(pk=run.pk, lease_owner=holder)
+        # A reply never wins over a Stop the person sent first: the check is part of the closing statement,
+        # so a cancel that committed a moment before the end is never left behind, whichever step saw it.
+        closing = held.filter(cancel_requested=False) if status == AgentRun.Status.SUCCEEDED else held
+        if not closing.update(**values):
+            if status == AgentRun.Status.SUCCEEDED and held.exists():
+                raise CancelledBeforeEnd(f"run {run.pk} was stopped by its person before it could end")
             raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
+    for step in unrun:
+        step.save(update_fields=["state", "took_effect", "reason", "result"])
+        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
     run_profile_record(run, steps)
     return run
 
@@ -247,10 +294,7 @@ def _cancel(run: AgentRun) -> AgentRun:
         run.save(update_fields=["cancel_requested"])
         transaction.on_commit(lambda: request_cancel(run.pk))
         return run
-    pending = run_pending_confirmation(run=run)
-    if pending is not None:
-        _decline(pending, "The user stopped the run; the action was not taken.")
-    return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="cancelled", error="Stopped by you.")
+    return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="cancelled", error=STOPPED_BY_YOU)
 
 
 @transaction.atomic
@@ -383,9 +427,6 @@ def session_runs_end(*, session_key: str) -> list[AgentRun]:
         session_key=session_key, status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
     ))
     for run in runs:
-        pending = run_pending_confirmation(run=run)
-        if pending is not None:
-            _decline(pending, "You were signed out; the action was not taken.")
         run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED, error=SESSION_ENDED_MESSAGE)
     event = session_ended_event()
     transaction.on_commit(lambda: publisher.publish(session_group(session_key), event))

@@ -261,7 +261,7 @@ def test_deleting_a_chat_while_its_run_works_stops_the_run_and_the_worker(
 
 
 @pytest.mark.worker
-def test_deleting_a_chat_with_a_question_waiting_declines_it_and_the_question_cannot_be_answered(
+def test_deleting_a_chat_with_a_question_waiting_closes_it_not_taken_and_it_cannot_be_answered(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
     home = Project.objects.create(owner=alice, name="Home")
@@ -276,7 +276,11 @@ def test_deleting_a_chat_with_a_question_waiting_declines_it_and_the_question_ca
         await socket.send_json_to({"type": "assistant.chat_delete", "chat_id": run.chat_id})
         events = await receive_until(socket, lambda event: event["type"] == "assistant.chat_deleted")
         assert [e["type"] for e in events] == ["assistant.step", "assistant.cancelled", "assistant.chat_deleted"]
-        assert events[0]["step"]["confirmation"] == "denied"
+        # Not answered (deleting the chat is not a "no"), not taken, and the record says why.
+        closed = events[0]["step"]
+        assert (closed["state"], closed["confirmation"], closed["took_effect"]) == ("finished", "", False)
+        assert closed["result"]["status"] == "not_run"
+        assert closed["reason"] == "You stopped the run instead of answering; the action was not taken."
         answer = await ask(socket, {"type": "assistant.confirm", "run_id": run.pk, "step_id": pending.pk,
                                     "approve": True})
         assert (answer["type"], answer["code"]) == ("assistant.error", "not_found")

@@ -8,6 +8,7 @@ storable first (`model_output`), so no value can make a write fail.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from django.db import transaction
@@ -18,7 +19,7 @@ from assistant.payloads import message_payload, run_event, run_payload, step_pay
 from assistant.services import chat_activity_record, run_finish
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
-from assistant.turn.fence import insert_fenced, update_fenced
+from assistant.turn.fence import Fenced, insert_fenced, update_fenced
 from assistant.turn.lease import LeaseLost
 from assistant.turn.model_output import MAX_NAME_CHARS, clean_text, storable_json
 
@@ -44,13 +45,24 @@ def _make_storable(step: AgentStep, names: tuple[str, ...] = (*_JSON_FIELDS, *_T
 
 
 class StepJournal:
-    """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first)."""
+    """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first).
 
-    def __init__(self, run: AgentRun, holder: str, steps: list[AgentStep]) -> None:
+    Each write also reads the run's cancel flag (see `assistant.turn.fence`); once one finds it set,
+    `cancelled` is set, for the turn to stop at its next boundary."""
+
+    def __init__(self, run: AgentRun, holder: str, steps: list[AgentStep],
+                 cancelled: threading.Event | None = None) -> None:
         self.run, self.holder, self.steps = run, holder, steps
+        self.cancelled = cancelled if cancelled is not None else threading.Event()
 
     def _lost(self) -> LeaseLost:
         return LeaseLost(f"run {self.run.pk} is no longer held by {self.holder}")
+
+    def _written(self, fenced: Fenced) -> None:
+        if not fenced.written:
+            raise self._lost()
+        if fenced.cancel_requested:
+            self.cancelled.set()
 
     def _publish_step(self, step: AgentStep) -> None:
         publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
@@ -62,16 +74,14 @@ class StepJournal:
         seq = (self.steps[-1].seq + 1) if self.steps else 1
         step = AgentStep(run=self.run, seq=seq, **fields)
         _make_storable(step)
-        if not insert_fenced(step, run_id=self.run.pk, holder=self.holder):
-            raise self._lost()
+        self._written(insert_fenced(step, run_id=self.run.pk, holder=self.holder))
         self.steps.append(step)
         self._publish_step(step)
         return step
 
     def save(self, step: AgentStep, *fields: str) -> None:
         _make_storable(step, tuple(name for name in fields if name in (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS)))
-        if not update_fenced(step, fields, run_id=self.run.pk, holder=self.holder):
-            raise self._lost()
+        self._written(update_fenced(step, fields, run_id=self.run.pk, holder=self.holder))
         self._publish_step(step)
 
     def notice(self, text: str) -> AgentStep:
@@ -138,5 +148,4 @@ class StepJournal:
     def store_summary(self, summary: AgentMessage) -> None:
         """Keep a summary of older messages made during this turn (see `conversation_window`)."""
         summary.content = clean_text(summary.content)
-        if not insert_fenced(summary, run_id=self.run.pk, holder=self.holder):
-            raise self._lost()
+        self._written(insert_fenced(summary, run_id=self.run.pk, holder=self.holder))

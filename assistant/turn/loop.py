@@ -32,7 +32,7 @@ from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCal
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentRun, AgentStep
 from assistant.payloads import run_event
-from assistant.services import run_finish, run_setting
+from assistant.services import STOPPED_BY_YOU, CancelledBeforeEnd, not_run_outcome, run_finish, run_setting
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.tools.describe import describe_call
 from assistant.turn.confirmation import Decision, decide, declined_outcome
@@ -133,7 +133,8 @@ class Turn:
         self.question = early
         # A run taken up for the first time has no steps yet: skip the query.
         steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
-        self.journal = StepJournal(run, heartbeat.holder, steps)
+        # The journal's writes read the run's cancel flag too, and raise the heartbeat's: one flag to check.
+        self.journal = StepJournal(run, heartbeat.holder, steps, cancelled=heartbeat.cancelled)
         self.limits = Limits(run)
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
@@ -174,6 +175,7 @@ class Turn:
                     continue
                 response = self._model_call(preamble + self._transcript())
                 if not response.tool_calls:
+                    self._check_cancel()  # the answer's own write may have found a Stop
                     self._succeed(response.text)
                     return
         except StopRun as stop:
@@ -199,11 +201,11 @@ class Turn:
     def _check_cancel(self) -> None:
         now = time.monotonic()
         if self.heartbeat.cancelled.is_set():
-            raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
+            raise StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
         if now >= self._next_cancel_check:
             self._next_cancel_check = now + CANCEL_CHECK_SECONDS
             if signals.cancel_requested(self.run.pk):
-                raise StopRun(Status.CANCELLED, "cancelled", "Stopped by you.")
+                raise StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
 
     def _on_delta(self, delta: str) -> None:
         if not self.heartbeat.holds():
@@ -372,6 +374,11 @@ class Turn:
         if existing is not None:
             step.state = State.STARTED
             self.journal.save(step, "state")
+        if self.heartbeat.cancelled.is_set():
+            # The `started` write read the person's Stop: the tool does not run, and its step says so.
+            approved = step.confirmation == AgentStep.Confirmation.APPROVED if offered and offered.confirm else None
+            self.journal.finish_step(step, not_run_outcome(stop_reason="cancelled", approved=approved))
+            self._check_cancel()
         started = time.monotonic()
         # What runs is the step's own record: exactly what the person saw and, if asked, approved.
         outcome = execute_tool(
@@ -397,7 +404,11 @@ class Turn:
     def _succeed(self, text: str) -> None:
         reply = text.strip() or "Done."
         # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
-        self.journal.succeed(self.user, reply)
+        try:
+            self.journal.succeed(self.user, reply)
+        except CancelledBeforeEnd:
+            self._stop(StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU))
+            return
         # The reply leaves before the bookkeeping below starts competing with it for the interpreter.
         publisher.flush(timeout=1.0)
         self._remember(reply)

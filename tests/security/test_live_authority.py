@@ -229,7 +229,10 @@ def test_logout_in_another_tab_closes_the_socket_and_ends_the_waiting_run_for_go
     assert state["closed_after"] < 2.0  # the logout signal closes it at once, not the periodic re-check
     run = AgentRun.objects.get(pk=state["run_id"])
     assert (run.status, run.stop_reason) == ("cancelled", "session_ended")
-    assert run.steps.get(kind="tool_call").confirmation == "denied"
+    # Signing out is not the person's "no": the question stays unanswered, and the step says it was not taken.
+    closed = run.steps.get(kind="tool_call")
+    assert (closed.state, closed.confirmation, closed.took_effect) == ("finished", "", False)
+    assert closed.reason == "You were signed out before answering; the action was not taken."
 
     # Logging in again and approving the old question changes nothing.
     again = socket_of(signed_in_client(alice))

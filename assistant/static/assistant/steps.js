@@ -113,6 +113,7 @@
     var status = result.status || "";
     if (step.took_effect) return resultMessage(result) || (step.summary ? "Done: " + step.summary : humanise(step.tool_name, DID));
     if (status === "declined") return "Not done, declined: " + what;
+    if (status === "not_run") return "Not done, the run ended first: " + what;
     if (status === "data") return readText(step);
     if (isFailed(step)) return "Failed: " + what;
     if (step.took_effect === null) return "Outcome unknown: " + what;
@@ -127,7 +128,7 @@
     if (step.state === "started" || (step.state === "awaiting_confirmation" && !step.confirmation)) names.push("is-running");
     if (step.state === "awaiting_confirmation" && step.confirmation) names.push("is-running");
     if (isFailed(step)) names.push("is-failed");
-    else if (status === "declined") names.push("is-declined");
+    else if (status === "declined" || status === "not_run") names.push("is-declined");
     if (step.took_effect === true) names.push("is-done");
     if (status === "data") names.push("is-read");
     return names.join(" ");
@@ -135,7 +136,7 @@
 
   function icon(step) {
     if (isFailed(step)) return "✕";
-    if ((step.result || {}).status === "declined") return "⊘";
+    if ((step.result || {}).status === "declined" || (step.result || {}).status === "not_run") return "⊘";
     if (step.took_effect === true) return "✓";
     if (step.state !== "finished") return "…";
     if (step.kind === "model_call") return "✎";
