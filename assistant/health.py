@@ -146,7 +146,15 @@ def may_see_details(request: HttpRequest) -> bool:
         return True
     token = str(assistant_settings.HEALTH_TOKEN or "")
     scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
-    return bool(token) and scheme.lower() == "bearer" and hmac.compare_digest(presented.strip(), token)
+    if not token or scheme.lower() != "bearer":
+        return False
+    # Compared as bytes (compare_digest refuses str past ASCII, which a header may carry): the header's bytes
+    # as sent, which the server decoded as Latin-1 (WSGI and ASGI alike), against the token's in UTF-8.
+    try:
+        sent = presented.strip().encode("latin-1")
+    except UnicodeEncodeError:  # no server hands over such a header; a caller in Python can
+        return False
+    return hmac.compare_digest(sent, token.encode("utf-8", "surrogatepass"))
 
 
 def health_report(request: HttpRequest) -> tuple[int, dict[str, Any]]:

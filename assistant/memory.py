@@ -238,8 +238,11 @@ def memory_index_heavy_owners(*, min_rows: int = MEMORY_INDEX_MIN_ROWS) -> list[
 
 def memories_list(*, owner: Any, query: str = "") -> QuerySet[AgentMemory]:
     """The owner's memories, newest first; with `query`, only those whose content contains it (ignoring
-    case). Nobody else's rows are ever in it."""
+    case; none for a query with NUL, which no memory can contain). Nobody else's rows are ever in it."""
     memories = AgentMemory.objects.filter(owner=owner).only("id", "spec", "content", "created_at")
+    if "\x00" in query:
+        # PostgreSQL text cannot hold NUL, neither in a query nor in a memory: nothing contains it.
+        return memories.none()
     if query:
         memories = memories.filter(content__icontains=query)
     return memories.order_by("-created_at", "-id")

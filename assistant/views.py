@@ -28,6 +28,7 @@ _MEMORIES_MARKER = 'data-assistant-page="memories"'
 MEMORIES_PER_PAGE = 25
 #: A search longer than this is cut: nobody types it, and it would only make the query slower.
 MEMORY_QUERY_MAX = 200
+MEMORY_QUERY_NUL = "Searches cannot contain the NUL character, so no memory matches this one."
 
 
 @login_required
@@ -53,7 +54,10 @@ def memories_page(request: HttpRequest) -> HttpResponse:
     context = {
         "page": page,
         "memories": page.object_list,
-        "query": query,
+        # A NUL is no character a page can show (nor one PostgreSQL can search for): the box shows U+FFFD
+        # where it was, and the page says why nothing matches.
+        "query": query.replace("\x00", "\ufffd"),
+        "query_problem": MEMORY_QUERY_NUL if "\x00" in query else "",
         "total": everything.count() if query else page.paginator.count,
         "previous_url": _memories_url(query, page.previous_page_number()) if page.has_previous() else "",
         "next_url": _memories_url(query, page.next_page_number()) if page.has_next() else "",
@@ -71,9 +75,10 @@ def memory_delete_view(request: HttpRequest, memory_id: int) -> HttpResponse:
         raise Http404("No such memory.") from None
     gist = Truncator(" ".join(memory.content.split())).chars(80)
     messages.success(request, f"Deleted the memory “{gist}”.", fail_silently=True)
-    # Back to the same search and page; a page that is now past the end shows the last one.
+    # Back to the same search and page; a page that is now past the end shows the last one. No list has
+    # a page number of more than 18 digits, and int() refuses past 4,300: longer ones go to the first page.
     page = request.POST.get("page", "")
-    number = int(page) if page.isascii() and page.isdigit() else None
+    number = int(page) if page.isascii() and page.isdigit() and len(page) <= 18 else None
     return HttpResponseRedirect(_memories_url(_memory_query(request.POST.get("q")), number))
 
 

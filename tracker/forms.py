@@ -6,6 +6,7 @@ from typing import Any, cast
 
 from django import forms
 from django.contrib.auth import get_user_model
+from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import Q
 
 from tracker.models import Comment, Project, Task
@@ -20,6 +21,9 @@ class ProjectChoiceField(forms.ModelChoiceField):
     }
 
     def to_python(self, value: Any) -> Any:
+        if isinstance(value, str):
+            # Django's own refusal of NUL, as its text fields give it: PostgreSQL cannot look a name up by it.
+            ProhibitNullCharactersValidator()(value)
         if isinstance(value, str) and value.strip() and not value.strip().isdigit():
             projects: Any = self.queryset
             matches = list(projects.filter(name__iexact=value.strip())[:2])

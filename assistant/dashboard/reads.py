@@ -24,6 +24,9 @@ MAX_DAYS = 366
 TOP = 10
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: The last day a range may end on: a range reads up to midnight after its last day, and the calendar
+#: has no day after 9999-12-31. (A range may start on the calendar's first day, 0001-01-01.)
+LAST_DAY = datetime.date.max - datetime.timedelta(days=1)
 
 #: Outcomes in the order the bars stack them, with their colours; the first four are how runs end.
 OUTCOMES: tuple[tuple[str, str, str], ...] = (
@@ -69,18 +72,26 @@ def _day(value: str) -> datetime.date | None:
         return None
 
 
+def _shown(raw: str) -> str:
+    """What the person typed, as a message quotes it: its beginning when it is long."""
+    return raw if len(raw) <= 100 else f"{raw[:100]}…"
+
+
 def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
                 specs: Sequence[str]) -> tuple[DashboardQuery, list[str]]:
     """The query the parameters ask for (`from`, `to` as YYYY-MM-DD, `spec`), and what was wrong with them.
 
-    A bad date, a range that ends before it starts or is longer than MAX_DAYS gives the default range
-    (the last DEFAULT_DAYS days); an unknown spec gives every spec. Each problem is one sentence.
+    A bad date, a day after LAST_DAY, a range that ends before it starts or is longer than MAX_DAYS gives
+    the default range (the last DEFAULT_DAYS days); an unknown spec gives every spec. Each problem is one
+    sentence.
     """
     problems: list[str] = []
     default_start = today - datetime.timedelta(days=DEFAULT_DAYS - 1)
     raw_from, raw_to = (params.get("from") or "").strip(), (params.get("to") or "").strip()
     start, end = default_start, today
-    bad = [f"“{raw}” is not a date (YYYY-MM-DD)" for raw in (raw_from, raw_to) if raw and _day(raw) is None]
+    bad = [f"“{_shown(raw)}” is not a date (YYYY-MM-DD)" for raw in (raw_from, raw_to) if raw and _day(raw) is None]
+    bad += [f"“{raw}” is past the last day the dashboard shows ({LAST_DAY})"
+            for raw in (raw_from, raw_to) if raw and (_day(raw) or datetime.date.min) > LAST_DAY]
     if bad:
         problems.append(f"{'; '.join(bad)}: showing the last {DEFAULT_DAYS} days.")
     else:
@@ -88,7 +99,9 @@ def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
         asked_start = _day(raw_from) if raw_from else None
         assert asked_end is not None
         if asked_start is None:
-            asked_start = asked_end - datetime.timedelta(days=DEFAULT_DAYS - 1)
+            # The days up to the end; fewer when the end is one of the calendar's first days.
+            days_before = min(DEFAULT_DAYS - 1, (asked_end - datetime.date.min).days)
+            asked_start = asked_end - datetime.timedelta(days=days_before)
         if asked_start > asked_end:
             problems.append(f"The range ends ({asked_end}) before it starts ({asked_start}): "
                             f"showing the last {DEFAULT_DAYS} days.")
@@ -98,7 +111,7 @@ def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
             start, end = asked_start, asked_end
     spec = (params.get("spec") or "").strip()
     if spec and spec not in specs:
-        problems.append(f"No run has the spec “{spec[:100]}”: showing every spec.")
+        problems.append(f"No run has the spec “{_shown(spec)}”: showing every spec.")
         spec = ""
     return DashboardQuery(start=start, end=end, spec=spec), problems
 
