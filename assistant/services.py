@@ -32,6 +32,7 @@ from assistant.payloads import (
 from assistant.run_profile import run_intent, run_profile_record
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
+from assistant.text import readable_text
 from assistant.tools.offer import resolve_scope
 from assistant.turn.lease import LeaseLost
 from registry.services import profile_entry_score
@@ -47,6 +48,8 @@ class CancelledBeforeEnd(Exception):
 
 # A chat's title, as the person renames it (the model field's length).
 TITLE_MAX_CHARS = 200
+# A new chat's title: the beginning of its first message.
+TITLE_FROM_MESSAGE_CHARS = 80
 
 
 class Refused(Exception):
@@ -130,8 +133,10 @@ def chat_send(
     else:
         chat = None if new_chat else chats.order_by("-updated_at", "-id").first()
     if chat is None:
-        # A chat made now has no runs to wait for, and takes its title from this first message.
-        chat = AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC, title=text[:80])
+        # A chat made now has no runs to wait for, and takes its title from this first message (as a title
+        # the person typed would be kept: see assistant/text.py).
+        chat = AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC,
+                                        title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
     else:
         active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
         if active is not None:
@@ -142,7 +147,7 @@ def chat_send(
                 )
             _supersede(active)
         if not chat.title:
-            chat.title = text[:80]
+            chat.title = readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS)
 
     config = run_config()
     run = AgentRun.objects.create(
@@ -341,12 +346,13 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
         raise Refused("bad_request", '"score" must be 1 (thumbs up), -1 (thumbs down) or 0 (take it back).')
     if not isinstance(comment, str):
         raise Refused("bad_request", '"comment" must be a string.')
-    comment = comment.strip()
+    if "\x00" in comment:  # PostgreSQL text cannot hold it (refused, not dropped: the protocol says so)
+        raise Refused("bad_request", '"comment" must not contain NUL characters.')
+    # Staff read it in the admin: without bidirectional controls or other invisible characters.
+    comment = readable_text(comment, multiline=True)
     if len(comment) > MAX_FEEDBACK_COMMENT_CHARS:
         raise Refused("bad_request", f"Comments are limited to {MAX_FEEDBACK_COMMENT_CHARS} characters; "
                                      f"this one has {len(comment)}.")
-    if "\x00" in comment:  # PostgreSQL text cannot hold it
-        raise Refused("bad_request", '"comment" must not contain NUL characters.')
     if score == 0 and comment:
         raise Refused("bad_request", "A comment goes with a thumb up or down; to take feedback back, send none.")
     run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
@@ -389,11 +395,14 @@ def _chat_locked(*, user: Any, chat_id: int) -> AgentChat:
 
 @transaction.atomic
 def chat_rename(*, user: Any, chat_id: int, title: str) -> AgentChat:
-    """Give the person's chat a new title (trimmed, 1 to TITLE_MAX_CHARS characters) and tell every socket
-    of theirs. Renaming is not activity: the chat keeps its place in the list and does not become current."""
-    text = title.strip()
+    """Give the person's chat a new title and tell every socket of theirs. The title is kept as others read
+    it (`readable_text`: no control, invisible or bidirectional characters, one space between words, NFC)
+    and must then be 1 to TITLE_MAX_CHARS characters. Renaming is not activity: the chat keeps its place in
+    the list and does not become current."""
+    text = readable_text(title)
     if not 1 <= len(text) <= TITLE_MAX_CHARS:
-        raise Refused("bad_request", f"A chat's title must be 1 to {TITLE_MAX_CHARS} characters long (after trimming).")
+        raise Refused("bad_request", f"A chat's title must be 1 to {TITLE_MAX_CHARS} characters long, not counting "
+                                     "spaces at its ends or invisible characters.")
     chat = _chat_locked(user=user, chat_id=chat_id)
     chat.title = text
     chat.save(update_fields=["title"])

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import Q
 
+from assistant.text import readable_text
 from tracker.models import Comment, Project, Task
 
 
@@ -55,7 +56,34 @@ class _AssigneeMixin:
         return cleaned
 
 
-class ProjectForm(forms.ModelForm):
+def _readable(form: forms.BaseForm, name: str, *, multiline: bool = False) -> str:
+    """The field's text as others will read it (see assistant/text.py): names and text people type are
+    read by the project's members and by staff, and named in the assistant's approval cards. A required
+    field left with nothing visible gets the error an empty one gets."""
+    text = readable_text(form.cleaned_data.get(name) or "", multiline=multiline)
+    field = form.fields[name]
+    if field.required and not text:
+        raise forms.ValidationError(field.error_messages["required"], code="required")
+    return text
+
+
+class _ReadableTextMixin:
+    """Names (`name`, `title`) and text (`description`, `body`) as `_readable` keeps them."""
+
+    def clean_name(self) -> str:
+        return _readable(cast(forms.BaseForm, self), "name")
+
+    def clean_title(self) -> str:
+        return _readable(cast(forms.BaseForm, self), "title")
+
+    def clean_description(self) -> str:
+        return _readable(cast(forms.BaseForm, self), "description", multiline=True)
+
+    def clean_body(self) -> str:
+        return _readable(cast(forms.BaseForm, self), "body", multiline=True)
+
+
+class ProjectForm(_ReadableTextMixin, forms.ModelForm):
     class Meta:
         model = Project
         fields = ["name", "description"]
@@ -68,7 +96,7 @@ class ProjectArchiveForm(forms.Form):
     )
 
 
-class TaskForm(_AssigneeMixin, forms.ModelForm):
+class TaskForm(_ReadableTextMixin, _AssigneeMixin, forms.ModelForm):
     """A new task: in one of the user's active projects."""
 
     project = ProjectChoiceField(queryset=Project.objects.none(), label="Project")
@@ -89,7 +117,7 @@ class TaskForm(_AssigneeMixin, forms.ModelForm):
         cast(forms.ModelChoiceField, self.fields["assignee"]).queryset = _people_of(projects)
 
 
-class TaskUpdateForm(_AssigneeMixin, forms.ModelForm):
+class TaskUpdateForm(_ReadableTextMixin, _AssigneeMixin, forms.ModelForm):
     class Meta:
         model = Task
         fields = ["title", "description", "status", "priority", "assignee", "due_date", "estimate_hours"]
@@ -102,7 +130,7 @@ class TaskUpdateForm(_AssigneeMixin, forms.ModelForm):
         cast(forms.ModelChoiceField, self.fields["assignee"]).queryset = people
 
 
-class CommentForm(forms.ModelForm):
+class CommentForm(_ReadableTextMixin, forms.ModelForm):
     class Meta:
         model = Comment
         fields = ["body"]

@@ -40,6 +40,7 @@ from django.views.generic.detail import SingleObjectMixin
 from django.views.generic.edit import BaseCreateView, BaseUpdateView, DeletionMixin, FormMixin
 
 from assistant.authority import SentFrom
+from assistant.text import readable_text
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.executor import _form_value, _sent
 from assistant.tools.offer import Tool, parameters_of
@@ -80,7 +81,9 @@ class _Refused(Exception):
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    # On one line, and without what would hide or reorder a name on the card (a bidi override in a name
+    # saved by other code, or sent by the model), as the person's own titles are kept.
+    text = readable_text(text)
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
