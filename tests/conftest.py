@@ -138,6 +138,27 @@ class WorkerProcess:
             time.sleep(0.1)
         raise AssertionError(f"the test worker was still busy after {timeout:.0f}s")
 
+    def caught_up(self, timeout: float = 30) -> None:
+        """Until the worker has run every task queued before this call, the positive sign a check that a
+        queued task did nothing needs first (a fixed wait passes unchecked when the worker is slow).
+
+        A probe task queued now is answered: the broker's queue is first in, first out, so the worker has
+        taken every earlier task by then; and then it has none running or waiting for a pool process."""
+        from assistant.tasks import health_check
+        from config.celery import app
+
+        health_check.delay("caught up").get(timeout=timeout)
+        host = f"{self.name}@{socket.gethostname()}"
+        inspect = app.control.inspect(destination=[host], limit=1, timeout=5)
+        deadline = time.monotonic() + timeout
+        while True:
+            replies = [inspect.active(), inspect.reserved()]
+            if all(reply is not None for reply in replies) and not any(reply.get(host) for reply in replies):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the test worker had not caught up after {timeout:.0f}s: {replies}")
+            time.sleep(0.1)
+
 
 @pytest.fixture(scope="session")
 def session_openai() -> Iterator[FakeOpenAIServer]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from assistant.events import event_seq_key, publisher, user_group
+from assistant.redis_connection import redis_client
 from tests.browser.harness import BROWSER_MARKS, ask, log_in
 from tests.conftest import PROJECT_DIR, WorkerProcess
+from tests.sockets import SETTLED
 from tracker.models import Project, Task
 
 # The fixtures `page` and `site_url` (one Chromium per module; daphne on the test database with the site's
@@ -208,7 +211,14 @@ def test_a_step_that_changed_data_tells_the_page_once_and_a_reload_does_not_repe
     page.wait_for_selector("#assistant-dock .assistant-status.is-connected")
     page.evaluate(listen)
     page.wait_for_selector(".assistant-message.is-assistant")
-    page.wait_for_timeout(300)
+    # Every event sent the person since the reload has been handled once the page has counted a marker sent
+    # now: the events of a person are numbered in the order they go out.
+    publisher.publish(user_group(alice.pk), {"type": SETTLED, "mark": "after the reload"})
+    assert publisher.flush(timeout=5)
+    marker = int(redis_client().get(event_seq_key(alice.pk)))
+    page.wait_for_function(
+        "(n) => document.querySelector('#assistant-dock [data-assistant-conversation]')"
+        ".assistantConversation.sequence.last >= n", arg=marker)
     assert page.evaluate("window.changes") == []
 
 

@@ -20,7 +20,7 @@ from assistant.models import AgentChat, AgentMessage, AgentRun
 from assistant.payloads import message_payload
 from assistant.selectors import chat_messages
 from tests.conftest import WorkerProcess, assistant_settings_with
-from tests.sockets import connect, receive_until, unnumbered
+from tests.sockets import connect, receive_until, settle, unnumbered
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -146,7 +146,7 @@ def test_bad_feedback_is_refused_and_what_was_stored_stays(alice: Any) -> None:
             answer = await tab.receive_json_from(timeout=5)
             assert (answer["type"], answer["code"], answer["request_id"]) == ("assistant.error", code, number), (
                 fields, answer)
-        assert await tab.receive_nothing(timeout=0.3)
+        assert await settle((tab, alice)) == [[]]  # no feedback_saved for any of them
         await tab.disconnect()
 
     asyncio.run(scenario())
@@ -181,7 +181,7 @@ def test_feedback_on_another_persons_run_is_not_found_and_changes_nothing(alice:
         await his.send_json_to({"type": "assistant.feedback", "run_id": run.pk, "score": -1, "comment": "bad"})
         answer = await his.receive_json_from(timeout=5)
         assert (answer["type"], answer["code"]) == ("assistant.error", "not_found")
-        assert await hers.receive_nothing(timeout=0.3)
+        assert await settle((his, bob), (hers, alice)) == [[], []]  # neither was told of a change
         await hers.disconnect()
         await his.disconnect()
 

@@ -3,7 +3,6 @@ A worker killed mid-tool is in tests/faults/test_worker_kill.py."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -185,7 +184,7 @@ def test_cancel_while_queued_never_starts(
         run_cancel(user=alice, run_id=run.pk)
     finally:
         celery_worker.start()
-    time.sleep(1.0)  # the worker has the message by now; it must not act on it
+    celery_worker.caught_up()  # it has taken the run's queued task and finished with it
     run.refresh_from_db()
     assert run.status == "cancelled" and run.steps.count() == 0
     assert not Effect.objects.filter(label="q").exists()

@@ -4,11 +4,10 @@ being written. Both are one transaction, so the run counts once, when it really 
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from assistant.models import AgentRun
 from registry.models import AgentProfile
@@ -29,6 +28,17 @@ def waiting_for_the_profile_lock() -> bool:
             "AND query ILIKE %s", ["%registry_agentprofile%"],
         )
         return cursor.fetchone()[0] > 0
+
+
+def profile_unlocked(owner: Any) -> bool:
+    """No transaction holds the person's profile row (a dead worker's has ended: rolled back, as no client is
+    left to commit it)."""
+    try:
+        with transaction.atomic():
+            AgentProfile.objects.select_for_update(nowait=True).get(owner=owner)
+    except DatabaseError:
+        return False
+    return True
 
 
 def test_a_worker_killed_while_filing_its_run_leaves_it_unended_and_it_counts_once(
@@ -60,7 +70,7 @@ def test_a_worker_killed_while_filing_its_run_leaves_it_unended_and_it_counts_on
     release.set()
     holder.join(10)
     wait_for(lambda: not waiting_for_the_profile_lock(), timeout=10, what="the dead worker's session to end")
-    time.sleep(0.2)
+    wait_for(lambda: profile_unlocked(alice), timeout=10, what="the dead worker's transaction to end")
     # Its transaction died with it: the run did not end, and is not in the profile.
     assert AgentRun.objects.get(pk=run_id).status == "running"
     assert [entry["run_id"] for entry in AgentProfile.objects.get(owner=alice).window] == [0]

@@ -22,6 +22,7 @@ from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes import FakeAnthropicServer, anthropic_stream, provider_settings
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
+from tests.sockets import settle
 from tracker.models import Project
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")
@@ -279,22 +280,22 @@ def test_a_confirm_for_any_step_but_the_one_awaited_is_refused_and_changes_nothi
         (bobs_tab, {"run_id": bobs_run.pk, "step_id": step.pk}, "not_found"),
     ]
 
-    async def scenario() -> tuple[list[dict[str, Any]], list[bool]]:
+    async def scenario() -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
         assert (await alices_tab.connect())[0] and (await bobs_tab.connect())[0]
         answers = []
         for number, (tab, fields, _code) in enumerate(cases):
             await tab.send_json_to({"type": "assistant.confirm", "approve": True, "request_id": number, **fields})
             answers.append((await receive_until(tab, "assistant.error", "assistant.step"))[-1])
-        quiet = [await tab.receive_nothing(timeout=0.3) for tab in (alices_tab, bobs_tab)]
+        after = await settle((alices_tab, alice), (bobs_tab, bob))
         for tab in (alices_tab, bobs_tab):
             await tab.disconnect()
-        return answers, quiet
+        return answers, after
 
-    answers, quiet = asyncio.run(scenario())
+    answers, after = asyncio.run(scenario())
     assert [(a["type"], a.get("code"), a.get("request_id")) for a in answers] == [
         ("assistant.error", code, n) for n, (_t, _f, code) in enumerate(cases)
     ]
-    assert quiet == [True, True]  # nothing was announced to anyone: nothing happened
+    assert after == [[], []]  # nothing was announced to anyone: nothing happened
     # Another person's step or run answers exactly like one that does not exist.
     not_found = {a["message"].split()[1] for a in answers if a["code"] == "not_found"}
     assert not_found == {"run", "step"}
