@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 from benchmarks import bench_coldstart
@@ -12,8 +13,10 @@ from benchmarks import bench_coldstart
 def test_the_baseline_project_is_timed_from_exec_to_ready_with_its_module_count(tmp_path: Path) -> None:
     bench_coldstart._bare_project(tmp_path)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "baseline.settings"}
+    started = time.monotonic()
     seconds, modules = bench_coldstart._time(sys.executable, bench_coldstart.BARE, cwd=tmp_path, env=env)
-    assert 0 < seconds < 60
+    # A part of the child's life, in seconds: no longer than the whole of it, timed around the call.
+    assert 0 < seconds <= time.monotonic() - started
     assert modules > 300  # Django and its contrib apps were set up, not an empty interpreter
 
 

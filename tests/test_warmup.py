@@ -5,6 +5,8 @@ or more on a small machine; the MiniLM weights a third of one)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 from assistant.models import AgentRun, AgentStep
 from assistant.services import chat_send
 from tests.conftest import (
+    PROJECT_DIR,
     WorkerProcess,
     _test_database_url,
     assistant_settings_with,
@@ -58,6 +61,23 @@ def send(user: Any, text: str) -> AgentRun:
         return chat_send(user=user, content=text, new_chat=True).run
 
 
+# What a turn's first model call pays when its process has not loaded the SDK: the import and the client.
+LOAD_THE_SDK = """
+import time
+started = time.perf_counter()
+import anthropic
+anthropic.Anthropic(api_key="sk-ant-test", base_url="http://127.0.0.1:9", max_retries=0)
+print((time.perf_counter() - started) * 1000)
+"""
+
+
+def sdk_load_ms() -> float:
+    """Milliseconds a fresh process on this machine takes, now, to load the SDK as a first turn would."""
+    done = subprocess.run([sys.executable, "-c", LOAD_THE_SDK], cwd=PROJECT_DIR, capture_output=True, text=True,
+                          check=True, timeout=120)
+    return float(done.stdout)
+
+
 def model_call_ms(run: AgentRun) -> int:
     [step] = AgentStep.objects.filter(run=run, kind="model_call")
     assert step.duration_ms is not None
@@ -88,7 +108,9 @@ def test_a_fresh_workers_first_turn_is_as_quick_as_its_second(
     second = wait_for_run(send(alice, "hello again").pk, *FINISHED, timeout=60)
     assert (first.status, second.status) == ("succeeded", "succeeded"), (first.error, second.error)
     assert len(anthropic_server.requests) == 2
-    # Against an instant local server a model call takes milliseconds once the SDK is loaded; loading it
-    # inside the call took 1.1 s here on a quiet machine. 500 ms leaves room for a busy machine.
-    first_ms, second_ms = model_call_ms(first), model_call_ms(second)
-    assert first_ms < 500, f"the first turn's model call took {first_ms} ms (the second {second_ms} ms)"
+    # Against an instant local server a model call takes milliseconds once the SDK is loaded. Loading it
+    # inside the first call would make that call longer than the second by what loading costs a fresh
+    # process, timed here on the same machine under the same load (1.1 s or more on a small one).
+    first_ms, second_ms, load_ms = model_call_ms(first), model_call_ms(second), sdk_load_ms()
+    assert first_ms - second_ms < load_ms / 2, (
+        f"the first turn's model call took {first_ms} ms, the second {second_ms} ms; loading the SDK {load_ms:.0f} ms")

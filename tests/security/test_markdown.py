@@ -217,20 +217,44 @@ def test_the_features_a_reply_uses_render() -> None:
     assert (link.attrs["href"], link.attrs["title"], link.text) == ("https://docs.example/tasks", "Tasks", "the docs")
 
 
-@pytest.mark.parametrize("name, reply", [
-    ("prose", ("Some **bold** text, `code` and a [link](https://a.example/?q=1).\n\n" * 1000)[:60_000]),
+ORDINARY_REPLY = ("Some **bold** text, `code` and a [link](https://a.example/?q=1).\n\n" * 1000)[:60_000]
+PATHOLOGICAL_REPLIES = [
     ("open images", "![" * 30_000),
     ("open brackets", "[" * 60_000),
     ("emphasis", "*a_" * 20_000),
     ("table", "|a|b|\n|-|-|\n" + "|x|y|\n" * 10_000),
     ("escapes", "<&\"" * 20_000),
-])
-def test_a_60000_character_reply_renders_quickly_within_the_event_bound(name: str, reply: str) -> None:
-    reply += f" {time.monotonic_ns()}"  # not a cached rendering from an earlier test
-    started = time.perf_counter()
-    html = render_markdown(reply)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 2.0, f"{name}: {elapsed:.2f}s"
+]
+
+
+def fresh(reply: str) -> str:
+    return reply + f" {time.monotonic_ns()}"  # not a cached rendering from an earlier test
+
+
+def quickest_renderings(*replies: str, tries: int = 3) -> list[float]:
+    """Seconds each reply takes to render: the quickest of a few fresh renderings, taken in turns so that
+    all see the same load (a busy machine only adds time)."""
+    best = [float("inf")] * len(replies)
+    for _ in range(tries):
+        for index, reply in enumerate(replies):
+            text = fresh(reply)
+            started = time.perf_counter()
+            render_markdown(text)
+            best[index] = min(best[index], time.perf_counter() - started)
+    return best
+
+
+@pytest.mark.parametrize("name, reply", [("prose", ORDINARY_REPLY), *PATHOLOGICAL_REPLIES])
+def test_a_60000_character_reply_is_cut_to_the_event_bound(name: str, reply: str) -> None:
+    html = render_markdown(fresh(reply))
     assert len(html) <= MAX_HTML_CHARS
     parsed = assert_harmless(html)
     assert "more characters not shown" in parsed.text  # what was left out is said, not silently dropped
+
+
+@pytest.mark.parametrize("name, reply", PATHOLOGICAL_REPLIES)
+def test_a_pathological_60000_character_reply_renders_about_as_fast_as_an_ordinary_one(name: str, reply: str) -> None:
+    # Against ordinary prose of the same length, timed in the same test: these render within a few times its
+    # time (at most 7 here), where rendering that grew with the square of the length would take thousands.
+    ordinary, pathological = quickest_renderings(ORDINARY_REPLY, reply)
+    assert pathological < 25 * ordinary, f"{name}: {pathological:.3f}s, ordinary prose {ordinary:.3f}s"
