@@ -10,6 +10,7 @@ class AssistantConfig(AppConfig):
 
     def ready(self) -> None:
         from assistant import checks  # noqa: F401  (registers the system checks)
+        from assistant.society import checks as society_checks  # noqa: F401  (registers the members' checks)
         from assistant.tools import autodiscover
         from assistant.tools import checks as tool_checks  # noqa: F401  (registers the tool checks)
 

@@ -49,7 +49,8 @@ DEFAULTS: dict[str, Any] = {
     # Tools: a string argument with no declared maximum (e.g. a text area) is capped at this length.
     "MAX_ARGUMENT_CHARS": 10_000,
     # Named specs: which tools each may use ("__all__" or a list of names) and its permission profile
-    # (restricted / standard / trusted). A spec not listed here, if it is SPEC, sees every tool.
+    # (restricted / standard / trusted), and as members of a society its role, instructions, model, limits
+    # and delegates (assistant/society/members.py). A spec not listed here, if it is SPEC, sees every tool.
     "SPECS": {},
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,

@@ -32,8 +32,8 @@ from assistant.payloads import (
 from assistant.run_profile import run_intent, run_profile_record
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.signals import request_cancel
+from assistant.society.members import member
 from assistant.text import readable_text
-from assistant.tools.offer import resolve_scope
 from assistant.turn.lease import LeaseLost
 from registry.services import profile_entry_score
 
@@ -70,23 +70,33 @@ class Sent:
 
 def run_config(*, spec: str | None = None) -> dict[str, Any]:
     """The settings a new run under `spec` (default: the SPEC setting) keeps for its whole life (see
-    AgentRun.config). Its permission profile is the spec's own; PERMISSION_PROFILE only when the spec
-    declares none."""
+    AgentRun.config). Its permission profile, model, instructions and limits are the spec's own (see
+    assistant/society/members.py); the global settings where the spec declares none."""
     s = assistant_settings
     spec = spec or s.SPEC
+    own: dict[str, Any] = {"model": s.MODEL, "instructions": s.INSTRUCTIONS, "max_model_calls": s.MAX_MODEL_CALLS,
+                           "max_tool_calls": s.MAX_TOOL_CALLS, "max_wall_seconds": s.MAX_WALL_SECONDS,
+                           "max_tokens_per_run": s.MAX_TOKENS_PER_RUN}
     try:
-        profile: str | None = resolve_scope(spec).profile.name
+        seat = member(spec)
     except ValueError:
         # A spec or profile name that does not exist: the run then fails saying which (and
         # `manage.py check` names it at start-up), rather than the message being refused here.
-        profile = None
+        profile: str | None = None
+    else:
+        profile = seat.profile.name
+        own.update(model=seat.model, instructions=seat.instructions,
+                   **{key: _as_setting(value) for key, value in seat.limits.items()})
     return {
-        "model": s.MODEL, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
-        "instructions": s.INSTRUCTIONS, "max_model_calls": s.MAX_MODEL_CALLS, "max_tool_calls": s.MAX_TOOL_CALLS,
-        "max_wall_seconds": s.MAX_WALL_SECONDS, "max_tokens_per_run": s.MAX_TOKENS_PER_RUN,
+        **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
         "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,
         "recall_limit": s.RECALL_LIMIT,
     }
+
+
+def _as_setting(value: float) -> int | float:
+    """A limit as the settings write it: whole numbers stay whole (the run's config is JSON people read)."""
+    return int(value) if float(value).is_integer() else value
 
 
 def run_setting(run: AgentRun, key: str) -> Any:
