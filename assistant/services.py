@@ -126,7 +126,7 @@ def chat_send(
     waiting for the person's confirmation is superseded (cancelled, its pending action declined).
     """
     text = (content or "").strip()
-    if not text:
+    if not readable_text(text, multiline=True):  # only invisible characters is as empty as nothing
         raise Refused("empty_message", "Type a message first.")
     limit = assistant_settings.MAX_MESSAGE_CHARS
     if len(text) > limit:

@@ -170,6 +170,7 @@ def test_another_persons_ids_answer_like_missing_ones_and_bad_frames_keep_the_so
             ({"type": "assistant.send", "content": "hi", "chat_id": bobs_chat.pk}, "not_found"),
             ({"type": "assistant.send", "content": 42}, "bad_request"),
             ({"type": "assistant.send", "content": "   "}, "empty_message"),
+            ({"type": "assistant.send", "content": "\u200b\u202e \u2066"}, "empty_message"),  # nothing visible
             ({"type": "assistant.send", "content": "x" * 9_000}, "message_too_long"),
             ({"type": "assistant.cancel", "run_id": "abc"}, "bad_request"),
             ({"type": "assistant.cancel", "run_id": 0}, "bad_request"),
