@@ -2,8 +2,10 @@
 acting for the person when that session ends.
 
 A run started from the socket carries where its message came from (`SentFrom`: the session key, the
-client's address and the page's origin). Its tool calls are requests through the site's own middleware
-with that session (see `assistant/tools/request.py`), and it is checked again here:
+client's address and the page's origin). The run's row never holds the key in clear: a keyed digest to
+find the session's runs by, and the key sealed for the worker (`assistant/session_keys.py`). Its tool
+calls are requests through the site's own middleware with that session (see `assistant/tools/request.py`),
+and it is checked again here:
 
 - in the worker, when the run is taken up and every `AUTHORITY_CHECK_SECONDS` at its step boundaries;
 - in the consumer, every `SESSION_CHECK_SECONDS`, which closes the session's sockets (close code 4401);
@@ -21,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -31,6 +33,8 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
+
+from assistant.session_keys import SessionKeyUnreadable, session_key_digest, session_key_open, session_key_seal
 
 if TYPE_CHECKING:
     from assistant.models import AgentRun
@@ -56,7 +60,9 @@ class SentFrom:
     """Where a message was sent from: the browser session it came with, and what a request from that page
     would carry (the client's address, the page's origin `scheme://host[:port]`), for the run's tool calls."""
 
-    session_key: str
+    # A credential: kept out of the repr, so a log line or an error report that shows a SentFrom (or a
+    # tool call's state holding one) never shows the key.
+    session_key: str = field(repr=False)
     client_address: str | None
     origin: str
 
@@ -77,9 +83,22 @@ class SentFrom:
 
     @classmethod
     def of_run(cls, run: AgentRun) -> SentFrom | None:
-        if not run.session_key:
+        """Where the run's message came from, its session key opened from the row; None for a run started
+        without a session. Raises SessionEnded when the run came from a session the server can no longer
+        open (it ended, or the secret it was sealed under is gone): such a run acts for nobody."""
+        if not run.session_digest and not run.session_sealed:
             return None
-        return cls(session_key=run.session_key, client_address=run.client_address, origin=run.client_origin)
+        try:
+            key = session_key_open(run.session_sealed)
+        except SessionKeyUnreadable:
+            raise SessionEnded() from None
+        return cls(session_key=key, client_address=run.client_address, origin=run.client_origin)
+
+    def stored(self) -> dict[str, Any]:
+        """The run's fields for this origin: the session as its digest and sealed key, never in clear."""
+        return {"session_digest": session_key_digest(self.session_key),
+                "session_sealed": session_key_seal(self.session_key),
+                "client_address": self.client_address, "client_origin": self.origin}
 
 
 def _ip_or_none(value: Any) -> str | None:
@@ -156,11 +175,20 @@ class RunAuthority:
     """
 
     def __init__(self, run: AgentRun) -> None:
-        self.sent_from = SentFrom.of_run(run)
         self.owner_id = run.owner_id
         self._next_check = 0.0
+        self._unreadable = False
+        try:
+            self.sent_from: SentFrom | None = SentFrom.of_run(run)
+        except SessionEnded:
+            # Never "no session" (that would act without these checks): a session nobody can use, which
+            # the first check ends the run for.
+            self._unreadable = True
+            self.sent_from = SentFrom(session_key="", client_address=run.client_address, origin=run.client_origin)
 
     def check(self) -> None:
+        if self._unreadable:
+            raise SessionEnded()
         if self.sent_from is None:
             return
         now = time.monotonic()

@@ -147,8 +147,12 @@ class AgentRun(models.Model):
     attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker took the run up.")
     # Where the message was sent from (assistant/authority.py): the run's tool calls are requests made with
     # this browser session, from this address and page origin, and the run stops when the session ends.
-    # Empty for a run started by code that names its user explicitly.
-    session_key = models.TextField(blank=True)
+    # The session key signs its person in, so it is never stored in clear (assistant/session_keys.py): a
+    # keyed digest to look the session's runs up by, and the key sealed for the worker, which only the
+    # server opens and which is dropped when the run ends. Both empty for a run started by code that names
+    # its user explicitly. Not editable: no admin form ever shows them.
+    session_digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    session_sealed = models.BinaryField(blank=True, default=b"", editable=False)
     client_address = models.GenericIPAddressField(null=True, blank=True)
     client_origin = models.CharField(max_length=300, blank=True)
     # When a sweep last put the run back on the queue: at most once per lease period, however many
@@ -175,7 +179,7 @@ class AgentRun(models.Model):
             models.Index(fields=["chat", "-created_at"], name="run_chat_recent"),
             models.Index(fields=["status", "created_at"], name="run_status_age"),
             # A session that ends looks up its runs that still may act.
-            models.Index(fields=["session_key"], name="run_active_session",
+            models.Index(fields=["session_digest"], name="run_active_session_digest",
                          condition=Q(status__in=["queued", "running", "awaiting_confirmation"])),
             # Ended runs whose profile entry could not be written: the sweeper's to record (normally none).
             models.Index(fields=["id"], name="run_profile_unrecorded",

@@ -31,6 +31,7 @@ from assistant.payloads import (
 )
 from assistant.run_profile import run_intent, run_profile_record
 from assistant.selectors import NotFound, run_pending_confirmation
+from assistant.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
 from assistant.signals import request_cancel
 from assistant.society.members import member
 from assistant.text import readable_text
@@ -162,9 +163,7 @@ def chat_send(
     config = run_config()
     run = AgentRun.objects.create(
         owner=user, chat=chat, spec=chat.spec, model=str(config["model"]), config=config,
-        session_key=sent_from.session_key if sent_from else "",
-        client_address=sent_from.client_address if sent_from else None,
-        client_origin=sent_from.origin if sent_from else "",
+        **(sent_from.stored() if sent_from else {}),
     )
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
     # Marks it the person's current chat (updated_at), and its newest activity is this message.
@@ -261,13 +260,15 @@ def _run_close(
     run.finished_at = now
     run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
     run.lease_owner, run.lease_expires_at = "", None
+    # An ended run acts for nobody: its sealed session key goes with the end (the digest opens nothing).
+    run.session_sealed = b""
     run.intent = run_intent(steps)
     # Set with the end, in its one statement; the entry follows in the same transaction.
     run.profile_recorded_at = now
     fields = [
         "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
         "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
-        "intent", "profile_recorded_at",
+        "intent", "profile_recorded_at", "session_sealed",
     ]
     if holder is None:
         run.save(update_fields=fields)
@@ -442,9 +443,8 @@ def session_runs_end(*, session_key: str) -> list[AgentRun]:
     a deactivated user): its queued and waiting runs end now as `session_ended`, their pending actions not
     taken, and every socket of that session is told and closes. A working run stops at its next step
     boundary, where its worker finds the session gone; its tool calls are refused before that."""
-    runs = list(AgentRun.objects.select_for_update().filter(
-        session_key=session_key, status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
-    ))
+    # By the key's digests (under the current secret and each fallback): the rows hold no key in clear.
+    runs = _session_digests_runs(session_key_digests(session_key))
     for run in runs:
         run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED, error=SESSION_ENDED_MESSAGE)
     event = session_ended_event()
@@ -456,13 +456,33 @@ def ended_sessions_runs_end(*, user: Any) -> list[AgentRun]:
     """End the person's queued and waiting runs whose session ended while none of its sockets was open to
     notice (it expired, or was deleted, with the tab closed): called when the person connects again, so a
     new session never shows, or answers, a question the old one can no longer act on."""
-    keys = set(
-        AgentRun.objects.for_user(user).filter(
-            status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
-        ).exclude(session_key="").values_list("session_key", flat=True)
-    )
+    waiting = AgentRun.objects.for_user(user).filter(
+        status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
+    ).exclude(session_digest="")
+    keys: set[str] = set()
+    unreadable: set[str] = set()
+    for digest, sealed in waiting.values_list("session_digest", "session_sealed"):
+        try:
+            keys.add(session_key_open(sealed))
+        except SessionKeyUnreadable:
+            unreadable.add(digest)
     ended: list[AgentRun] = []
     for key in keys:
         if not session_acts_as(key, user.pk):
             ended.extend(session_runs_end(session_key=key))
+    if unreadable:
+        # Sealed under a secret the site no longer has: such a session signs nobody in any more (its own
+        # row was signed with that secret too), so its runs end as every ended session's do.
+        with transaction.atomic():
+            for run in _session_digests_runs(sorted(unreadable)):
+                run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED,
+                           error=SESSION_ENDED_MESSAGE)
+                ended.append(run)
     return ended
+
+
+def _session_digests_runs(digests: list[str]) -> list[AgentRun]:
+    """The queued and waiting runs sent from the session of those digests, locked."""
+    return list(AgentRun.objects.select_for_update().filter(
+        session_digest__in=digests, status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
+    ))

@@ -34,8 +34,8 @@ def _fill() -> None:
         cursor.execute("""
             INSERT INTO assistant_agentrun (owner_id, chat_id, spec, model, status, reply, error, prompt_tokens,
                 completion_tokens, total_tokens, model_calls, tool_calls, tool_errors, intent, quality_score,
-                feedback_comment, stop_reason, config, cancel_requested, lease_owner, attempts, session_key,
-                client_origin, created_at, duration_ms)
+                feedback_comment, stop_reason, config, cancel_requested, lease_owner, attempts, session_digest,
+                session_sealed, client_origin, created_at, duration_ms)
             SELECT %s, (SELECT min(id) FROM assistant_agentchat) + n %% 100,
                    CASE WHEN n %% 7 = 0 THEN 'reader' ELSE 'default' END, 'offline',
                    CASE WHEN n %% 20 = 0 THEN 'failed' WHEN n %% 31 = 0 THEN 'timed_out'
@@ -44,7 +44,7 @@ def _fill() -> None:
                    n %% 3000, 2, 3, 0, '',
                    CASE WHEN n %% 5 = 0 THEN (n %% 2)::float WHEN n %% 5 = 1 THEN NULL ELSE NULL END,
                    '', CASE WHEN n %% 20 = 0 THEN 'model_error' WHEN n %% 31 = 0 THEN 'wall_time' ELSE '' END,
-                   '{}', false, '', 1, '', '',
+                   '{}', false, '', 1, '', '', '',
                    now() - (n %% %s) * interval '1 day' - (n %% 86400) * interval '1 second', 200 + n %% 9000
             FROM generate_series(1, %s) n""", [owner.pk, DAYS, RUNS])
         cursor.execute("""

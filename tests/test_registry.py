@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from assistant.authority import SESSION_ENDED
+from assistant.authority import SESSION_ENDED, SentFrom
 from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.services import (
     chat_delete,
@@ -41,8 +41,9 @@ def entries_for(owner: Any, run: AgentRun) -> list[dict[str, Any]]:
 def waiting_run(owner: Any, *, session_key: str = "") -> tuple[AgentRun, AgentStep]:
     """A run paused on a confirmation, after one finished read, as a worker leaves it."""
     chat = AgentChat.objects.create(owner=owner)
-    run = AgentRun.objects.create(owner=owner, chat=chat, status="awaiting_confirmation", session_key=session_key,
-                                  started_at=timezone.now())
+    sent_from = SentFrom(session_key=session_key, client_address=None, origin="").stored() if session_key else {}
+    run = AgentRun.objects.create(owner=owner, chat=chat, status="awaiting_confirmation", started_at=timezone.now(),
+                                  **sent_from)
     AgentStep.objects.create(run=run, seq=1, kind="model_call", prompt_tokens=10, completion_tokens=5)
     AgentStep.objects.create(run=run, seq=2, kind="tool_call", tool_name="tracker_task_list", call_id="c1",
                              result={"status": "ok", "took_effect": False}, took_effect=False)
