@@ -2,7 +2,10 @@
 
 Rows are evidence of what the assistant did: nobody adds, changes or deletes them here, superusers
 included, unless `ASSISTANT["ADMIN_EVIDENCE_EDITABLE"]` is True (retention is `manage.py assistant_prune`).
-A run's page is its timeline (`assistant/review.py`); the run list filters, searches and exports as CSV."""
+A run's page is its timeline (`assistant/review.py`); the run list filters, searches and exports as CSV.
+
+Every list here takes only the lookups it names in `allowed_lookups` (registry/admin_queries.py): Django's
+default would answer a yes-or-no question about any column, a run's stored session included."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from django.utils.html import format_html
 from assistant.conf import assistant_settings
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
 from assistant.review import run_timeline, runs_csv_rows
+from registry.admin_queries import StrictAdminQueryMixin
 
 
 def evidence_editable() -> bool:
@@ -51,10 +55,11 @@ class AgentMessageInline(EvidenceAdminMixin, admin.TabularInline):
 
 
 @admin.register(AgentChat)
-class AgentChatAdmin(EvidenceAdminMixin, admin.ModelAdmin):
+class AgentChatAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     # A chat its person deleted is still here, with its messages, runs and steps: deleted_at says when.
     list_display = ("__str__", "owner", "spec", "created_at", "updated_at", "deleted_at")
     list_filter = ("spec", ("deleted_at", admin.EmptyFieldListFilter))
+    allowed_lookups = frozenset({"spec", "spec__isnull", "deleted_at__isempty"})
     search_fields = ("title", "owner__username")
     date_hierarchy = "updated_at"
     list_select_related = ("owner",)
@@ -165,13 +170,21 @@ class _Echo:
         return value
 
 
-#: Lookups across relations the run list accepts from a link (a run with a step of that tool that failed:
-#: `steps__tool_name=X&steps__took_effect=0&steps__kind=tool_call`, one step matching all three).
-RUN_LIST_LOOKUPS = frozenset({"steps__tool_name", "steps__took_effect", "steps__kind", "steps__result__status__in"})
+#: Everything the run list may be filtered by (and the date drill-down, `created_at__year` and so on): its
+#: filters' own parameters, and what the dashboard's and a run page's links use — `error` (exact),
+#: `quality_score`, and the steps' (a run with a step of that tool that failed:
+#: `steps__tool_name=X&steps__took_effect=0&steps__kind=tool_call`, one step matching all three). Nothing
+#: of where a run came from (its session above all) is a filter.
+RUN_LIST_LOOKUPS = frozenset({
+    "status", "stop_reason", "error__isnull", "spec", "owner__id__exact", "owner__isnull", "feedback",
+    "created_at__gte", "created_at__lt", "model", "model__isnull",
+    "error", "quality_score", "quality_score__isnull",
+    "steps__tool_name", "steps__took_effect", "steps__kind", "steps__result__status__in",
+})
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(EvidenceAdminMixin, admin.ModelAdmin):
+class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     # Short cells, so the list fits 1,400 px beside its filters; the run's page has everything.
     # (The spec is a filter, and on the run's page and in the CSV.)
     list_display = ("id", "created", "owner", "outcome", "error_preview", "calls", "tokens", "duration", "feedback")
@@ -180,6 +193,7 @@ class AgentRunAdmin(EvidenceAdminMixin, admin.ModelAdmin):
                    FeedbackFilter, ("created_at", CreatedFilter), "model")
     search_fields = ("owner__username", "messages__content", "reply", "error", "feedback_comment")
     search_help_text = "The owner's username, or words of the question, the reply, the error or the feedback."
+    allowed_lookups = RUN_LIST_LOOKUPS
     date_hierarchy = "created_at"
     list_select_related = ("owner",)
     list_per_page = 50
@@ -188,7 +202,8 @@ class AgentRunAdmin(EvidenceAdminMixin, admin.ModelAdmin):
     readonly_fields = ("created_at",)
     change_form_template = "admin/assistant/agentrun/change_form.html"
     change_list_template = "admin/assistant/agentrun/change_list.html"
-    # The session key signs the person in: staff review where a run came from, never their session.
+    # Staff review where a run came from, never its session: the session's digest and sealed key are
+    # neither fields nor filters here (nor editable at all), and no column shows them.
     fieldsets = (
         ("Outcome", {"classes": ["collapse"], "fields": (
             ("owner", "chat"), ("spec", "model"), ("status", "stop_reason"), "error", "reply", "intent")}),
@@ -201,9 +216,6 @@ class AgentRunAdmin(EvidenceAdminMixin, admin.ModelAdmin):
             ("created_at", "started_at", "clock_started_at", "finished_at"), ("attempts", "requeued_at"),
             ("lease_owner", "lease_expires_at"), "cancel_requested", "config")}),
     )
-
-    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
-        return lookup in RUN_LIST_LOOKUPS or super().lookup_allowed(lookup, value, request)
 
     def render_change_form(self, request: HttpRequest, context: dict[str, Any], add: bool = False,
                            change: bool = False, form_url: str = "", obj: AgentRun | None = None) -> Any:
@@ -281,27 +293,31 @@ class AgentRunAdmin(EvidenceAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(AgentStep)
-class AgentStepAdmin(EvidenceAdminMixin, admin.ModelAdmin):
+class AgentStepAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     list_display = ("run", "seq", "kind", "state", "tool_name", "took_effect", "duration_ms", "created_at")
     list_filter = ("kind", "state", "took_effect")
+    allowed_lookups = frozenset({"kind__exact", "kind__isnull", "state__exact", "state__isnull",
+                                 "took_effect__exact", "took_effect__isnull"})
     search_fields = ("tool_name", "reason")
     list_select_related = ("run",)
     raw_id_fields = ("run",)
 
 
 @admin.register(AgentMessage)
-class AgentMessageAdmin(EvidenceAdminMixin, admin.ModelAdmin):
+class AgentMessageAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     list_display = ("chat", "owner", "role", "created_at")
     list_filter = ("role",)
+    allowed_lookups = frozenset({"role__exact", "role__isnull"})
     search_fields = ("content", "owner__username")
     list_select_related = ("chat", "owner")
     raw_id_fields = ("chat", "owner", "run")
 
 
 @admin.register(AgentMemory)
-class AgentMemoryAdmin(EvidenceAdminMixin, admin.ModelAdmin):
+class AgentMemoryAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     list_display = ("__str__", "owner", "spec", "dims", "embedder", "created_at")
     list_filter = ("spec", "embedder", "dims")
+    allowed_lookups = frozenset({"spec", "spec__isnull", "embedder", "embedder__isnull", "dims", "dims__isnull"})
     search_fields = ("content", "owner__username")
     exclude = ("embedding",)
     list_select_related = ("owner",)

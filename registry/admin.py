@@ -17,6 +17,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
+from registry.admin_queries import StrictAdminQueryMixin
 from registry.models import AgentProfile
 from registry.selectors import profile_stats, profile_summary
 from registry.stats import TREND_DEADBAND, ProfileStats
@@ -199,11 +200,13 @@ class OwnerScopeFilter(admin.SimpleListFilter):
 
 
 @admin.register(AgentProfile)
-class AgentProfileAdmin(admin.ModelAdmin):
+class AgentProfileAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
     list_display = (
         "spec_name", "owner_label", "invocations", "success_rate", "trend", "avg_duration", "last_seen",
     )
     list_filter = ("spec_name", OwnerScopeFilter)
+    # Only what its filters offer: the list answers no other question about a profile's columns.
+    allowed_lookups = frozenset({"spec_name", "spec_name__isnull", "scope"})
     search_fields = ("spec_name", "owner__username", "notes")
     list_select_related = ("owner",)
     # The stored JSON (window, tool usage, intents) is shown by the page's own tables, never as fields.
