@@ -12,9 +12,12 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(name="assistant.health_check")
-def health_check(token: str) -> dict[str, Any]:
-    """Echoes the token with where it ran, proving a worker took it from the broker."""
-    return {"token": token, "hostname": socket.gethostname(), "pid": os.getpid()}
+def health_check(nonce: str) -> dict[str, Any]:
+    """Echoes `nonce` with where it ran, proving a worker took it from the broker.
+
+    Never pass a secret (`HEALTH_TOKEN` above all): a worker logs every task's result at INFO, and the
+    result backend keeps it for `CELERY_RESULT_EXPIRES`. A fresh random value is all a caller needs."""
+    return {"nonce": nonce, "hostname": socket.gethostname(), "pid": os.getpid()}
 
 
 # Acknowledged late, and put back when its worker dies, whatever the host's Celery defaults: a run whose

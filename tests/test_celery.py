@@ -11,9 +11,9 @@ from assistant.tasks import health_check
 
 @pytest.mark.worker
 def test_a_task_round_trips_through_the_real_broker_and_worker(celery_worker: Any) -> None:
-    token = uuid.uuid4().hex
-    result = health_check.delay(token).get(timeout=20)
-    assert result["token"] == token
+    nonce = uuid.uuid4().hex
+    result = health_check.delay(nonce).get(timeout=20)
+    assert result["nonce"] == nonce
     # It ran in the worker process, not eagerly in this one.
     assert result["pid"] != os.getpid()
 
@@ -38,7 +38,7 @@ def test_a_task_run_eagerly_inside_a_transaction_leaves_that_transaction_open() 
 
     with transaction.atomic():
         get_user_model().objects.create_user("eager")
-        assert health_check.apply(args=["eager"]).get()["token"] == "eager"
+        assert health_check.apply(args=["eager"]).get()["nonce"] == "eager"
         assert connection.in_atomic_block
         assert get_user_model().objects.filter(username="eager").exists()
     assert get_user_model().objects.filter(username="eager").exists()

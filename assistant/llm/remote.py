@@ -7,7 +7,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import (
@@ -31,7 +31,8 @@ class ProviderConfig:
     name: str
     kind: str
     model: str
-    api_key: str | None = None
+    # A credential: kept out of the repr, so a config in a log line or an error report shows no key.
+    api_key: str | None = field(default=None, repr=False)
     base_url: str | None = None
     timeout: float = 60.0
     max_output_tokens: int = 1024
