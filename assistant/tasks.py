@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -130,12 +131,52 @@ def _connections_as_between_requests(sender: Any = None, **kwargs: Any) -> None:
     close_old_connections()
 
 
-@worker_process_init.connect
-def _fresh_connections(**kwargs: Any) -> None:
-    # A forked pool process must not share the parent's database socket.
+@worker_init.connect
+def _no_database_pool_across_forks(sender: Any, **kwargs: Any) -> None:
+    # The main process's own database work (the run sweeper) opens its connection pool when the project
+    # configures one (DATABASES' "pool" option), and Celery forks a new pool process whenever one exits (a
+    # crash, a hard time limit). A child must not inherit that pool: its connections' sockets would be
+    # shared with the parent, its lock might be held by one of the parent's pool threads (which a fork does
+    # not copy), and closing those connections in the child, as Celery's Django support does, ends the
+    # parent's sessions on the server. So the main process closes its pools just before each fork; its
+    # next sweep opens a new one. Not for pools that run the tasks in this process (threads, eventlet, ...).
+    global _closes_pools_before_fork
+    if _forks_its_pool(sender) and not _closes_pools_before_fork:
+        os.register_at_fork(before=_close_database_pools)
+        _closes_pools_before_fork = True
+
+
+_closes_pools_before_fork = False
+
+
+def _close_database_pools() -> None:
     from django.db import connections
 
+    for alias in connections:
+        connection = connections[alias]
+        if not connection.settings_dict.get("OPTIONS", {}).get("pool"):
+            continue
+        # A connection this thread still holds stays usable, and is closed when it goes back; the child
+        # lets go of its copy without touching the socket (_fresh_connections).
+        try:
+            connection.close_pool()  # type: ignore[attr-defined]  # PostgreSQL's backend (Django 5.1+)
+        except Exception:  # a failing fork hook must not stop the fork: the new pool process is still made
+            logger.warning("Could not close the %r database pool before a fork", alias, exc_info=True)
+
+
+@worker_process_init.connect
+def _fresh_connections(**kwargs: Any) -> None:
+    # A forked pool process must not use the parent's database sockets, nor close them the usual way: that
+    # asks the server to end the session, which the parent is still using. So, as Celery's Django support
+    # does, the child closes its copy of the socket first, and only then lets the connection go.
+    from django.db import DatabaseError, connections
+
     for connection in connections.all(initialized_only=True):
+        inherited = connection.connection
+        if inherited is not None and not inherited.closed:
+            # A socket already lost or closed holds nothing of the parent's to protect.
+            with contextlib.suppress(OSError, DatabaseError), connection.wrap_database_errors:
+                os.close(inherited.fileno())
         connection.close()
 
     # Each pool process builds its own clients (their connection pools are its own) before its first turn.

@@ -35,6 +35,26 @@ def _env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def _env_number(name: str, default: float, *, minimum: float = 0) -> float:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number.") from None
+    if not number >= minimum:  # also refuses nan
+        raise ImproperlyConfigured(f"{name}={value!r} is below {minimum:g}.")
+    return number
+
+
+def _env_whole(name: str, default: int, *, minimum: int = 0) -> int:
+    number = _env_number(name, default, minimum=minimum)
+    if number != int(number):
+        raise ImproperlyConfigured(f"{name}={os.environ[name]!r} is not a whole number.")
+    return int(number)
+
+
 def _embedded_services() -> dict[str, str]:
     """The URLs written by `python -m devstack up` for the embedded servers, if any."""
     env_file = DATA_DIR / "services.env"
@@ -135,13 +155,38 @@ TEMPLATES = [
     },
 ]
 
+# Under daphne each request runs in a thread of its own, and Django keeps a connection per thread: with
+# persistent connections (CONN_MAX_AGE) a burst of 100 requests left 100 PostgreSQL backends open until
+# those threads were collected, and the database refused everyone else ("too many clients already"). So
+# each process takes its connections from one pool of its own (psycopg_pool, through Django's "pool"
+# option): at most DATABASE_POOL_MAX_SIZE at once, a request beyond that waiting up to
+# DATABASE_POOL_TIMEOUT seconds for one to come back. A connection goes back at the end of every request
+# and task (CONN_MAX_AGE 0, which a pool requires) and is checked before it is handed out again
+# (CONN_HEALTH_CHECKS), so one a database restart cut is replaced at once. psycopg_pool waits a second,
+# then two, four..., before checking each further dead one in the same request, so the pool holds no
+# more than it uses: a connection left unused for POOL_MAX_IDLE_SECONDS is closed (one per period), down
+# to none in a process that is idle. DATABASE_POOL_MAX_SIZE=0 turns the pool off (behind a PgBouncer, say),
+# and DATABASE_CONN_MAX_AGE then applies.
+DATABASE_POOL_MAX_SIZE = _env_whole("DATABASE_POOL_MAX_SIZE", 10)
+DATABASE_POOL_TIMEOUT = _env_number("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
+POOL_MAX_IDLE_SECONDS = 10.0
+if DATABASE_POOL_MAX_SIZE and os.environ.get("DATABASE_CONN_MAX_AGE", "").strip() not in ("", "0"):
+    raise ImproperlyConfigured(
+        "DATABASE_CONN_MAX_AGE applies only without the connection pool (DATABASE_POOL_MAX_SIZE=0): "
+        "pooled connections already outlive the requests that use them."
+    )
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        conn_max_age=0 if DATABASE_POOL_MAX_SIZE else _env_whole("DATABASE_CONN_MAX_AGE", 0),
         conn_health_checks=True,
     )
 }
+if DATABASE_POOL_MAX_SIZE:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 0, "max_size": DATABASE_POOL_MAX_SIZE, "timeout": DATABASE_POOL_TIMEOUT,
+        "max_idle": POOL_MAX_IDLE_SECONDS,
+    }
 # Lets several test sessions share one server without clobbering each other's test database.
 if os.environ.get("TEST_DATABASE_NAME"):
     DATABASES["default"]["TEST"] = {"NAME": os.environ["TEST_DATABASE_NAME"]}
@@ -197,11 +242,12 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # finish, and its lease (not the broker) decides who works on it. Cancelling it would cut a tool call off.
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# Celery's Django support closes every database connection before and after each task unless this is set:
-# a new PostgreSQL backend per turn (a process started, authenticated and its caches filled) cost the
-# database more than the turn's own queries. The assistant's tasks re-check their connections as Django
-# does between requests (CONN_MAX_AGE, health checks: see assistant.tasks), so they can be kept; Celery
-# still closes them every 2 × this many tasks.
+# Celery's Django support closes every database connection (and, in a prefork pool process, the connection
+# pool) before and after each task unless this is set: a new PostgreSQL backend per turn (a process started,
+# authenticated and its caches filled) cost the database more than the turn's own queries. The assistant's
+# tasks hand their connection back to the process's pool around each task as Django does around each
+# request, and the pool checks it before the next task gets it (see assistant.tasks), so the pool can be
+# kept; Celery still closes it every 2 × this many tasks.
 CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "500"))
 
 AUTH_PASSWORD_VALIDATORS = [
