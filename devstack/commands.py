@@ -13,5 +13,6 @@ def worker_command(
 
 
 def daphne_command(python: str, *, host: str, port: int) -> list[str]:
-    """daphne serving the site's HTTP pages and its websocket, with daphne's default limits."""
-    return [python, "-m", "daphne", "-b", host, "-p", str(port), "config.asgi:application"]
+    """daphne serving the site's HTTP pages and its websocket, with daphne's default limits; through
+    `devstack.web`, so that a request line too long for daphne is answered 414 rather than dropped."""
+    return [python, "-m", "devstack.web", "-b", host, "-p", str(port), "config.asgi:application"]

@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
+from devstack.commands import daphne_command
 from tests.fakes.openai_server import FakeOpenAIServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -277,7 +278,7 @@ def daphne_on_test_database(django_db_blocker: Any, *, env: dict[str, str] | Non
         server_env = {**os.environ, **(env or {}), "DATABASE_URL": _test_database_url(),
                       "DJANGO_SETTINGS_MODULE": "tests.settings"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        daphne_command(sys.executable, host="127.0.0.1", port=port),
         cwd=PROJECT_DIR, env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

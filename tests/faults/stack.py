@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from websockets.exceptions import InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
+from devstack.commands import daphne_command
 from tests.conftest import PROJECT_DIR
 
 
@@ -164,8 +165,7 @@ class Worker(Child):
 class Daphne(Child):
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "config.asgi:application"]
-        super().__init__("daphne", command, env, log)
+        super().__init__("daphne", daphne_command(sys.executable, host="127.0.0.1", port=self.port), env, log)
 
     @property
     def base(self) -> str:
