@@ -59,16 +59,24 @@ def compute_stats(window: list[dict[str, Any]]) -> ProfileStats:
     )
 
 
+def trend_direction(trend: float) -> int:
+    """1 improving, -1 getting worse, 0 steady: a change within ±TREND_DEADBAND counts as none."""
+    if trend > TREND_DEADBAND:
+        return 1
+    if trend < -TREND_DEADBAND:
+        return -1
+    return 0
+
+
+TREND_ARROWS = {1: "↑", 0: "→", -1: "↓"}
+TREND_WORDS = {1: "improving", 0: "steady", -1: "getting worse"}
+
+
 def format_summary(spec_name: str, invocations: int, stats: ProfileStats) -> str:
     """One line for the system prompt; empty when there is no history, so it is safe to concatenate."""
     if stats.sample_size == 0:
         return ""
-    if stats.trend > TREND_DEADBAND:
-        arrow = "↑"
-    elif stats.trend < -TREND_DEADBAND:
-        arrow = "↓"
-    else:
-        arrow = "→"
+    arrow = TREND_ARROWS[trend_direction(stats.trend)]
     line = (
         f'Agent "{spec_name}" — {invocations} prior invocations, {stats.success_rate:.0%} success rate, '
         f"{arrow} {abs(stats.trend):.0%} trend."
