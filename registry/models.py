@@ -46,6 +46,8 @@ class AgentProfile(models.Model):
                 fields=["owner", "spec_name"], name="profile_owner_spec_unique", nulls_distinct=False
             )
         ]
+        # The ranking's organisation-wide record reads a spec's most recently seen profiles first.
+        indexes = [models.Index(fields=["spec_name", "-last_seen", "-id"], name="profile_spec_recent")]
 
     def __str__(self) -> str:
         who = self.owner or "organisation"

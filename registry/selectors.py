@@ -1,4 +1,5 @@
-"""Reads of agent profiles: the seed's `getProfile`, `listProfiles`, `getStats` and `formatProfileSummary`."""
+"""Reads of agent profiles: the seed's `getProfile`, `listProfiles`, `getStats` and `formatProfileSummary`, and
+the ranking of the members a spec may hand work to (`members_ranked`, in registry/ranking.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from typing import Any
 from django.db.models import QuerySet
 
 from registry.models import AgentProfile
+from registry.ranking import MIN_SAMPLE, RankedMember, members_ranked
 from registry.stats import ProfileStats, compute_stats, format_summary
 
-__all__ = ["profile_get", "profile_stats", "profile_summary", "profiles_list"]
+__all__ = [
+    "MIN_SAMPLE", "RankedMember", "members_ranked", "profile_get", "profile_stats", "profile_summary", "profiles_list",
+]
 
 
 def _owner_id(owner: Any) -> Any:
