@@ -14,5 +14,6 @@ def worker_command(
 
 def daphne_command(python: str, *, host: str, port: int) -> list[str]:
     """daphne serving the site's HTTP pages and its websocket, with daphne's default limits; through
-    `devstack.web`, so that a request line too long for daphne is answered 414 rather than dropped."""
-    return [python, "-m", "devstack.web", "-b", host, "-p", str(port), "config.asgi:application"]
+    `devstack.daphne`, so that a request line too long for daphne is answered 414 rather than dropped
+    (the module keeps daphne's name, so a process list still shows which process is the site's daphne)."""
+    return [python, "-m", "devstack.daphne", "-b", host, "-p", str(port), "config.asgi:application"]

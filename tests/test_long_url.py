@@ -1,7 +1,7 @@
 """A URL too long for daphne gets an answer, 414 URI Too Long, instead of a dropped connection.
 
 Twisted, under daphne, hangs up without a word on a request line past 16 KiB, before the site sees the
-request; `make run` starts daphne through `devstack.web`, which answers it instead (see its docstring).
+request; `make run` starts daphne through `devstack.daphne`, which answers it instead (see its docstring).
 These tests talk to that daphne over real sockets on loopback.
 """
 

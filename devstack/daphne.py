@@ -1,4 +1,4 @@
-"""`python -m devstack.web ARGS`: daphne, run exactly as `daphne ARGS` runs it, except that a request whose
+"""`python -m devstack.daphne ARGS`: daphne, run exactly as `daphne ARGS` runs it, except that a request whose
 request line (or one header line) is longer than Twisted reads gets an answer instead of silence.
 
 Twisted's HTTP channel reads the request head line by line and hangs up without a word on a line past
