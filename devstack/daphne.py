@@ -2,12 +2,12 @@
 request line (or one header line) is longer than Twisted reads gets an answer instead of silence.
 
 Twisted's HTTP channel reads the request head line by line and hangs up without a word on a line past
-16 KiB (`LineReceiver.MAX_LENGTH`; daphne keeps Twisted's limits): a 100 KB URL never reaches daphne, let
-alone the ASGI application, so nothing in the site can answer it. Here the channel answers such a request
-line `414 URI Too Long` (a header line, `431 Request Header Fields Too Large`), reads the rest of the
-request head and throws it away (so that a client still sending it sees the answer rather than a reset),
-and closes the connection. Everything else is daphne's and Twisted's own: the same limits, HTTP/1.1 and
-websockets on the ports daphne is told to listen on.
+16 KiB (`LineReceiver.MAX_LENGTH`; daphne keeps Twisted's limits): a request with a 100 KB URL never
+becomes a request to daphne, let alone to the ASGI application, so nothing in the site can answer it.
+Here the channel answers such a request line `414 URI Too Long` (a header line, `431 Request Header
+Fields Too Large`), reads the rest of the request head and throws it away (so that a client still
+sending it sees the answer rather than a reset), and closes the connection. Everything else is daphne's
+and Twisted's own: the same limits, HTTP/1.1 and websockets on the ports daphne is told to listen on.
 
 In production the same answer comes from whatever is in front of daphne (a reverse proxy or load
 balancer bounds the request line and answers 414 itself), or from running daphne through this module.
