@@ -136,7 +136,10 @@ def chat_send(
     if recent >= assistant_settings.RUNS_PER_MINUTE:
         raise Refused("rate_limited", "You are sending messages faster than the assistant accepts; wait a minute.")
 
-    chats = AgentChat.objects.for_user(user).select_for_update()
+    # NO KEY UPDATE: a second send, a rename or a delete waits for this one, but a worker adding its reply
+    # to the chat (a key-share lock on it) while it holds its run's row does not: with a plain FOR UPDATE
+    # here, that worker and this send (which goes on to lock the chat's active run) waited on each other.
+    chats = AgentChat.objects.for_user(user).select_for_update(no_key=True)
     if chat_id is not None:
         chat = chats.filter(pk=chat_id).first()
         if chat is None:
@@ -366,7 +369,8 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
                                      f"this one has {len(comment)}.")
     if score == 0 and comment:
         raise Refused("bad_request", "A comment goes with a thumb up or down; to take feedback back, send none.")
-    run = AgentRun.objects.for_user(user).select_for_update().filter(pk=run_id).first()
+    # Only the run's row: the chat joined to see that it is not deleted stays free for sends and replies.
+    run = AgentRun.objects.for_user(user).select_for_update(of=("self",)).filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
     if run.is_active:
