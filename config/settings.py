@@ -161,15 +161,14 @@ TEMPLATES = [
 # each process takes its connections from one pool of its own (psycopg_pool, through Django's "pool"
 # option): at most DATABASE_POOL_MAX_SIZE at once, a request beyond that waiting up to
 # DATABASE_POOL_TIMEOUT seconds for one to come back. A connection goes back at the end of every request
-# and task (CONN_MAX_AGE 0, which a pool requires) and is checked before it is handed out again
-# (CONN_HEALTH_CHECKS), so one a database restart cut is replaced at once. psycopg_pool waits a second,
-# then two, four..., before checking each further dead one in the same request, so the pool holds no
-# more than it uses: a connection left unused for POOL_MAX_IDLE_SECONDS is closed (one per period), down
-# to none in a process that is idle. DATABASE_POOL_MAX_SIZE=0 turns the pool off (behind a PgBouncer, say),
-# and DATABASE_CONN_MAX_AGE then applies.
+# and task (CONN_MAX_AGE 0, which a pool requires) and is checked before it is handed out again, so the
+# ones a database restart ended are replaced at once (config/postgresql). The pool keeps no more than it
+# uses: a connection left unused for POOL_MAX_IDLE_SECONDS is closed (one per period, as persistent
+# connections were after CONN_MAX_AGE), down to none in a process that is idle.
+# DATABASE_POOL_MAX_SIZE=0 turns the pool off (behind a PgBouncer, say); DATABASE_CONN_MAX_AGE then applies.
 DATABASE_POOL_MAX_SIZE = _env_whole("DATABASE_POOL_MAX_SIZE", 10)
 DATABASE_POOL_TIMEOUT = _env_number("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1)
-POOL_MAX_IDLE_SECONDS = 10.0
+POOL_MAX_IDLE_SECONDS = 60.0
 if DATABASE_POOL_MAX_SIZE and os.environ.get("DATABASE_CONN_MAX_AGE", "").strip() not in ("", "0"):
     raise ImproperlyConfigured(
         "DATABASE_CONN_MAX_AGE applies only without the connection pool (DATABASE_POOL_MAX_SIZE=0): "
@@ -178,8 +177,11 @@ if DATABASE_POOL_MAX_SIZE and os.environ.get("DATABASE_CONN_MAX_AGE", "").strip(
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
+        # Django's PostgreSQL backend, whose pool drops every connection a restart ended at once (see its
+        # docstring); it checks each pooled connection itself, so Django's check is left to the unpooled.
+        engine="config.postgresql",
         conn_max_age=0 if DATABASE_POOL_MAX_SIZE else _env_whole("DATABASE_CONN_MAX_AGE", 0),
-        conn_health_checks=True,
+        conn_health_checks=not DATABASE_POOL_MAX_SIZE,
     )
 }
 if DATABASE_POOL_MAX_SIZE:
