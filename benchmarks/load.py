@@ -67,6 +67,11 @@ def throwaway_database(name: str) -> Iterator[str]:
     saved_test_name = test_settings.get("NAME")
     test_settings["NAME"] = name
     old_name = connection.settings_dict["NAME"]
+    # A connection pool (DATABASES' "pool" option) keeps the database it was opened on: left open, it would
+    # hand the migrations below connections to the old database, and the new one would stay empty.
+    connection.close()
+    if hasattr(connection, "close_pool"):
+        connection.close_pool()
     try:
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
         try:
