@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
-from django.http import HttpRequest
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 
@@ -198,12 +197,3 @@ class RunAuthority:
         if not session_acts_as(self.sent_from.session_key, self.owner_id):
             raise SessionEnded()
 
-
-def on_user_logged_out(sender: Any, request: HttpRequest | None = None, user: Any = None, **kwargs: Any) -> None:
-    """Django's `user_logged_out`: end what the session was doing and close its sockets. Sent before the
-    session is flushed, so its key is still known here."""
-    from assistant.services import session_runs_end
-
-    key = getattr(getattr(request, "session", None), "session_key", None)
-    if key:
-        session_runs_end(session_key=key)

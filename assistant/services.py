@@ -4,7 +4,7 @@ events, and enqueues work, only after that transaction commits."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
@@ -18,9 +18,10 @@ from assistant.authority import (
     session_ended_event,
     session_group,
 )
-from assistant.conf import DEFAULTS, assistant_settings
+from assistant.conf import assistant_settings
 from assistant.events import publish_to_user, publisher
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, step_counts
+from assistant.lifecycle import STOPPED_BY_YOU, run_config, run_finish, run_start
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import (
     chat_payload,
     feedback_payload,
@@ -29,23 +30,12 @@ from assistant.payloads import (
     run_payload,
     step_payload,
 )
-from assistant.run_profile import run_intent, run_profile_record
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
 from assistant.signals import request_cancel
-from assistant.society.members import member
+from assistant.tasks import run_enqueue
 from assistant.text import readable_text
-from assistant.turn.lease import LeaseLost
 from registry.services import profile_entry_score
-
-# What a run the person stopped says, wherever it stopped.
-STOPPED_BY_YOU = "Stopped by you."
-
-
-class CancelledBeforeEnd(Exception):
-    """A worker's run could not end as `succeeded`: its person had already asked to stop it. Nothing was
-    changed; the worker ends it as cancelled instead."""
-
 
 # A chat's title, as the person renames it (the model field's length).
 TITLE_MAX_CHARS = 200
@@ -67,48 +57,6 @@ class Sent:
     chat: AgentChat
     message: AgentMessage
     run: AgentRun
-
-
-def run_config(*, spec: str | None = None) -> dict[str, Any]:
-    """The settings a new run under `spec` (default: the SPEC setting) keeps for its whole life (see
-    AgentRun.config). Its permission profile, model, instructions and limits are the spec's own (see
-    assistant/society/members.py); the global settings where the spec declares none."""
-    s = assistant_settings
-    spec = spec or s.SPEC
-    own: dict[str, Any] = {"model": s.MODEL, "instructions": s.INSTRUCTIONS, "max_model_calls": s.MAX_MODEL_CALLS,
-                           "max_tool_calls": s.MAX_TOOL_CALLS, "max_wall_seconds": s.MAX_WALL_SECONDS,
-                           "max_tokens_per_run": s.MAX_TOKENS_PER_RUN}
-    try:
-        seat = member(spec)
-    except ValueError:
-        # A spec or profile name that does not exist: the run then fails saying which (and
-        # `manage.py check` names it at start-up), rather than the message being refused here.
-        profile: str | None = None
-    else:
-        profile = seat.profile.name
-        own.update(model=seat.model, instructions=seat.instructions,
-                   **{key: _as_setting(value) for key, value in seat.limits.items()})
-    return {
-        **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
-        "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,
-        "recall_limit": s.RECALL_LIMIT,
-    }
-
-
-def _as_setting(value: float) -> int | float:
-    """A limit as the settings write it: whole numbers stay whole (the run's config is JSON people read)."""
-    return int(value) if float(value).is_integer() else value
-
-
-def run_setting(run: AgentRun, key: str) -> Any:
-    """A setting as the run keeps it (see `run_config`), or the default for a key the run predates."""
-    return (run.config or {}).get(key.lower(), DEFAULTS[key])
-
-
-def _enqueue(run_id: int, asked: dict[str, Any] | None = None) -> None:
-    from assistant.tasks import run_turn
-
-    transaction.on_commit(lambda: run_turn.delay(run_id, asked))
 
 
 @transaction.atomic
@@ -163,18 +111,14 @@ def chat_send(
         if not chat.title:
             chat.title = readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS)
 
-    config = run_config()
-    run = AgentRun.objects.create(
-        owner=user, chat=chat, spec=chat.spec, model=str(config["model"]), config=config,
-        **(sent_from.stored() if sent_from else {}),
-    )
+    run = run_start(owner=user, chat=chat, spec=chat.spec, config=run_config(), sent_from=sent_from)
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
     # Marks it the person's current chat (updated_at), and its newest activity is this message.
     chat.last_activity_at = message.created_at
     chat.save(update_fields=["title", "updated_at", "last_activity_at"])
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
-    _enqueue(run.pk, {"question": text, "embedder": config["embedder"]})
+    run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
     sent = run_event("assistant.sent", run, chat=chat_payload(chat, latest=message), message=message_payload(message),
                      run=run_payload(run), request_id=request_id)
     publish_to_user(user.pk, sent)
@@ -184,112 +128,6 @@ def chat_send(
 def _supersede(run: AgentRun) -> None:
     run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="superseded",
                error="Superseded by a newer message; the pending action was not taken.")
-
-
-# A tool step whose run ended before it ran: what happened to it, in words, by why the run ended and what
-# the person had answered (True approved, False asked and not answered, None never asked).
-_NOT_RUN_REASONS: dict[tuple[str, bool | None], str] = {
-    ("cancelled", None): "You stopped the run before this ran; the action was not taken.",
-    ("cancelled", False): "You stopped the run instead of answering; the action was not taken.",
-    ("cancelled", True): "You approved it, then stopped the run before it ran; the action was not taken.",
-    (SESSION_ENDED, None): "You were signed out before this ran; the action was not taken.",
-    (SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
-    (SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
-    ("superseded", False): "You sent a new message instead of answering; the action was not taken.",
-}
-
-
-def not_run_outcome(*, stop_reason: str, approved: bool | None) -> dict[str, Any]:
-    """The outcome of a tool step whose run ended before it ran (see AgentStep.NOT_RUN). `approved`: the
-    person's answer to it, False when asked and not answered, None when it never asked."""
-    reason = _NOT_RUN_REASONS.get((stop_reason, approved)) or (
-        f"The run ended ({stop_reason or 'stopped'}) before this ran; the action was not taken."
-    )
-    return {"status": AgentStep.NOT_RUN, "took_effect": False, "reason": reason}
-
-
-def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) -> list[AgentStep]:
-    """Finish every step of the ending run that still waits: one the person was asked about and never
-    answered, or approved and the run never got to. Its record then says what happened — not taken, and
-    why — and keeps the person's answer as it was: `confirmation` stays "" when they did not answer (a
-    Stop, a sign-out or a new message is not a "no"), "approved" when they did. Saved by the caller."""
-    closed = []
-    for step in steps:
-        if step.kind != AgentStep.Kind.TOOL_CALL or step.state != AgentStep.State.AWAITING_CONFIRMATION:
-            continue
-        outcome = not_run_outcome(
-            stop_reason=stop_reason, approved=step.confirmation == AgentStep.Confirmation.APPROVED
-        )
-        step.state, step.took_effect, step.reason, step.result = (
-            AgentStep.State.FINISHED, False, outcome["reason"], outcome
-        )
-        closed.append(step)
-    return closed
-
-
-def run_finish(
-    *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
-    steps: list[AgentStep] | None = None, holder: str | None = None,
-) -> AgentRun:
-    """Close a run with its final status, file it in its owner's profile and announce it. Counts and
-    tokens are totalled from its steps (pass them when already loaded).
-
-    A worker passes its `holder`: the run is then closed only while that worker still holds its lease,
-    in the same statement, and `LeaseLost` is raised, with nothing changed, when it does not.
-
-    The profile entry is written in the same transaction as the end (the caller's, or one of its own):
-    a run counts exactly once however it ends, whatever dies when (see assistant/run_profile.py)."""
-    with transaction.atomic(savepoint=False):
-        run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
-                         holder=holder)
-    if status == AgentRun.Status.CANCELLED:
-        publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
-    elif status != AgentRun.Status.SUCCEEDED:
-        publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
-    return run
-
-
-def _run_close(
-    *, run: AgentRun, status: str, stop_reason: str, error: str, reply: str, steps: list[AgentStep] | None,
-    holder: str | None,
-) -> AgentRun:
-    now = timezone.now()
-    steps = list(run.steps.all()) if steps is None else steps
-    unrun = _close_unrun_steps(run, steps, stop_reason) if status != AgentRun.Status.SUCCEEDED else []
-    run.status, run.stop_reason, run.error, run.reply = status, stop_reason, error, reply
-    for name, value in step_counts(steps).items():
-        setattr(run, name, value)
-    run.total_tokens = run.prompt_tokens + run.completion_tokens
-    run.finished_at = now
-    run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
-    run.lease_owner, run.lease_expires_at = "", None
-    # An ended run acts for nobody: its sealed session key goes with the end (the digest opens nothing).
-    run.session_sealed = b""
-    run.intent = run_intent(steps)
-    # Set with the end, in its one statement; the entry follows in the same transaction.
-    run.profile_recorded_at = now
-    fields = [
-        "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
-        "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
-        "intent", "profile_recorded_at", "session_sealed",
-    ]
-    if holder is None:
-        run.save(update_fields=fields)
-    else:
-        values = {name: getattr(run, name) for name in fields}
-        held = AgentRun.objects.filter(pk=run.pk, lease_owner=holder)
-        # A reply never wins over a Stop the person sent first: the check is part of the closing statement,
-        # so a cancel that committed a moment before the end is never left behind, whichever step saw it.
-        closing = held.filter(cancel_requested=False) if status == AgentRun.Status.SUCCEEDED else held
-        if not closing.update(**values):
-            if status == AgentRun.Status.SUCCEEDED and held.exists():
-                raise CancelledBeforeEnd(f"run {run.pk} was stopped by its person before it could end")
-            raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
-    for step in unrun:
-        step.save(update_fields=["state", "took_effect", "reason", "result"])
-        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
-    run_profile_record(run, steps)
-    return run
 
 
 @transaction.atomic
@@ -343,7 +181,7 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
     run.clock_started_at = timezone.now()
     run.save(update_fields=["status", "clock_started_at"])
     publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
-    _enqueue(run.pk)
+    run_enqueue(run.pk)
     return run
 
 
@@ -389,15 +227,6 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
     return run
 
 
-def chat_activity_record(*, chat_id: int, at: datetime) -> None:
-    """A reply written at `at` is its chat's newest activity (the order of the person's list of chats).
-
-    Called after the reply has committed, as a statement of its own: a worker finishing its run holds
-    the run's row, and a send or a delete that holds the chat's row may be waiting for it. Waiting here
-    for the chat's row, with the run's still held, would close that circle."""
-    AgentChat.objects.filter(pk=chat_id, last_activity_at__lt=at).update(last_activity_at=at)
-
-
 def _chat_locked(*, user: Any, chat_id: int) -> AgentChat:
     """The person's chat, locked against a concurrent send, rename or delete. NO KEY UPDATE: a worker
     adding a message or a step to the chat (a key-share lock on it) is not held up, and cannot deadlock
@@ -439,6 +268,14 @@ def chat_delete(*, user: Any, chat_id: int) -> AgentChat:
     chat.save(update_fields=["deleted_at"])
     publish_to_user(user.pk, {"type": "assistant.chat_deleted", "chat_id": chat.pk})
     return chat
+
+
+def on_user_logged_out(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
+    """Django's `user_logged_out`: end what the session was doing and close its sockets. Sent before the
+    session is flushed, so its key is still known here."""
+    key = getattr(getattr(request, "session", None), "session_key", None)
+    if key:
+        session_runs_end(session_key=key)
 
 
 @transaction.atomic

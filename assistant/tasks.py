@@ -34,6 +34,14 @@ def run_turn(run_id: int, asked: dict[str, Any] | None = None) -> str:
 
 
 
+def run_enqueue(run_id: int, asked: dict[str, Any] | None = None) -> None:
+    """Hand the run to a worker once the caller's transaction commits (never before: a worker must find
+    the row). `asked` ({"question", "embedder"}) lets the worker start embedding the question at once."""
+    from django.db import transaction
+
+    transaction.on_commit(lambda: run_turn.delay(run_id, asked))
+
+
 # Delivered at least once like a turn: a second delivery finds the index built and does nothing.
 @shared_task(name="assistant.memory_index_build", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
 def memory_index_build(owner_id: int, spec: str, embedder: str, dims: int) -> str:

@@ -123,6 +123,24 @@ def test_the_apps_import_nothing_of_the_project_that_hosts_them() -> None:
     assert not offending
 
 
+def test_a_runs_lifecycle_has_one_owner_that_neither_the_socket_nor_the_worker_side_imports_back() -> None:
+    # The socket's services and the worker's turn both start and end runs, through assistant/lifecycle.py;
+    # neither imports the other, at any depth of a function (a lazy import is still a circle of modules).
+    package = PROJECT_DIR / "assistant"
+    turn_imports = {
+        f"{source_file.relative_to(PROJECT_DIR)}: {module}"
+        for source_file in (package / "turn").rglob("*.py")
+        for module in _imported_modules(source_file)
+        if module in {"assistant.services", "assistant.consumers"}
+    }
+    assert not turn_imports
+    lifecycle_imports = _imported_modules(package / "lifecycle.py")
+    assert not lifecycle_imports & {"assistant.services", "assistant.tasks", "assistant.consumers"}
+    assert not {module for module in lifecycle_imports if module.startswith("assistant.turn.") and
+                module != "assistant.turn.lease"}
+    assert "assistant.services" not in _imported_modules(package / "authority.py")
+
+
 HOST_CELERY = '''
     import os
 

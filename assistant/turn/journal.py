@@ -14,9 +14,9 @@ from typing import Any
 from django.db import transaction
 
 from assistant.events import publish_to_user
+from assistant.lifecycle import chat_activity_record, run_finish
 from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
-from assistant.services import chat_activity_record, run_finish
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
 from assistant.turn.fence import Fenced, insert_fenced, update_fenced

@@ -9,8 +9,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from assistant.lifecycle import run_setting
 from assistant.models import AgentRun, AgentStep
-from assistant.services import run_setting
 
 Status = AgentRun.Status
 Kind = AgentStep.Kind

@@ -28,11 +28,11 @@ from assistant.authority import SESSION_ENDED, RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
+from assistant.lifecycle import STOPPED_BY_YOU, CancelledBeforeEnd, not_run_outcome, run_finish, run_setting
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentRun, AgentStep
 from assistant.payloads import run_event
-from assistant.services import STOPPED_BY_YOU, CancelledBeforeEnd, not_run_outcome, run_finish, run_setting
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.tools.describe import describe_call
 from assistant.turn.confirmation import Decision, decide, declined_outcome

@@ -17,9 +17,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
+from assistant.lifecycle import run_finish, run_setting
 from assistant.models import AgentRun
 from assistant.run_profile import run_profile_record
-from assistant.services import run_finish, run_setting
 from assistant.turn.lease import configured_lease_seconds
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from assistant.services import run_config
+from assistant.lifecycle import run_config
 from assistant.tools import PROFILES, registry, tools_for
 from assistant.tools.offer import offer, resolve_scope
 

@@ -1,0 +1,195 @@
+"""A run's lifecycle, in one place: the settings it is started with, handing it to a worker, and its end
+— closing the row, finishing what still waits, filing it once in its owner's profile, and announcing it.
+
+The socket's services (a send, a cancel, a sign-out) and the worker's turn (a reply, a limit, a crash)
+both end runs, and both call this module; it calls neither of them. A run at any depth of a tree starts
+and ends here the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from assistant.authority import SESSION_ENDED, SentFrom
+from assistant.conf import DEFAULTS, assistant_settings
+from assistant.events import publish_to_user
+from assistant.models import AgentChat, AgentRun, AgentStep, step_counts
+from assistant.payloads import run_event, run_payload, step_payload
+from assistant.run_profile import run_intent, run_profile_record
+from assistant.society.members import member
+from assistant.turn.lease import LeaseLost
+
+# What a run the person stopped says, wherever it stopped.
+STOPPED_BY_YOU = "Stopped by you."
+
+
+class CancelledBeforeEnd(Exception):
+    """A worker's run could not end as `succeeded`: its person had already asked to stop it. Nothing was
+    changed; the worker ends it as cancelled instead."""
+
+
+def run_config(*, spec: str | None = None) -> dict[str, Any]:
+    """The settings a new run under `spec` (default: the SPEC setting) keeps for its whole life (see
+    AgentRun.config). Its permission profile, model, instructions and limits are the spec's own (see
+    assistant/society/members.py); the global settings where the spec declares none."""
+    s = assistant_settings
+    spec = spec or s.SPEC
+    own: dict[str, Any] = {"model": s.MODEL, "instructions": s.INSTRUCTIONS, "max_model_calls": s.MAX_MODEL_CALLS,
+                           "max_tool_calls": s.MAX_TOOL_CALLS, "max_wall_seconds": s.MAX_WALL_SECONDS,
+                           "max_tokens_per_run": s.MAX_TOKENS_PER_RUN}
+    try:
+        seat = member(spec)
+    except ValueError:
+        # A spec or profile name that does not exist: the run then fails saying which (and
+        # `manage.py check` names it at start-up), rather than the message being refused here.
+        profile: str | None = None
+    else:
+        profile = seat.profile.name
+        own.update(model=seat.model, instructions=seat.instructions,
+                   **{key: _as_setting(value) for key, value in seat.limits.items()})
+    return {
+        **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
+        "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,
+        "recall_limit": s.RECALL_LIMIT,
+    }
+
+
+def _as_setting(value: float) -> int | float:
+    """A limit as the settings write it: whole numbers stay whole (the run's config is JSON people read)."""
+    return int(value) if float(value).is_integer() else value
+
+
+def run_start(*, owner: Any, chat: AgentChat, spec: str, config: dict[str, Any],
+              sent_from: SentFrom | None = None) -> AgentRun:
+    """A new queued run of `owner` in `chat`, under `spec` with the settings it keeps for life (`run_config`),
+    acting with the session it was sent from (stored as its digest and sealed key, never in clear); None
+    for a run started by code that names its person. The caller enqueues it (`assistant.tasks.run_enqueue`)
+    in the same transaction."""
+    return AgentRun.objects.create(
+        owner=owner, chat=chat, spec=spec, model=str(config["model"]), config=config,
+        **(sent_from.stored() if sent_from else {}),
+    )
+
+
+def run_setting(run: AgentRun, key: str) -> Any:
+    """A setting as the run keeps it (see `run_config`), or the default for a key the run predates."""
+    return (run.config or {}).get(key.lower(), DEFAULTS[key])
+
+
+# A tool step whose run ended before it ran: what happened to it, in words, by why the run ended and what
+# the person had answered (True approved, False asked and not answered, None never asked).
+_NOT_RUN_REASONS: dict[tuple[str, bool | None], str] = {
+    ("cancelled", None): "You stopped the run before this ran; the action was not taken.",
+    ("cancelled", False): "You stopped the run instead of answering; the action was not taken.",
+    ("cancelled", True): "You approved it, then stopped the run before it ran; the action was not taken.",
+    (SESSION_ENDED, None): "You were signed out before this ran; the action was not taken.",
+    (SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
+    (SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
+    ("superseded", False): "You sent a new message instead of answering; the action was not taken.",
+}
+
+
+def not_run_outcome(*, stop_reason: str, approved: bool | None) -> dict[str, Any]:
+    """The outcome of a tool step whose run ended before it ran (see AgentStep.NOT_RUN). `approved`: the
+    person's answer to it, False when asked and not answered, None when it never asked."""
+    reason = _NOT_RUN_REASONS.get((stop_reason, approved)) or (
+        f"The run ended ({stop_reason or 'stopped'}) before this ran; the action was not taken."
+    )
+    return {"status": AgentStep.NOT_RUN, "took_effect": False, "reason": reason}
+
+
+def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) -> list[AgentStep]:
+    """Finish every step of the ending run that still waits: one the person was asked about and never
+    answered, or approved and the run never got to. Its record then says what happened — not taken, and
+    why — and keeps the person's answer as it was: `confirmation` stays "" when they did not answer (a
+    Stop, a sign-out or a new message is not a "no"), "approved" when they did. Saved by the caller."""
+    closed = []
+    for step in steps:
+        if step.kind != AgentStep.Kind.TOOL_CALL or step.state != AgentStep.State.AWAITING_CONFIRMATION:
+            continue
+        outcome = not_run_outcome(
+            stop_reason=stop_reason, approved=step.confirmation == AgentStep.Confirmation.APPROVED
+        )
+        step.state, step.took_effect, step.reason, step.result = (
+            AgentStep.State.FINISHED, False, outcome["reason"], outcome
+        )
+        closed.append(step)
+    return closed
+
+
+def run_finish(
+    *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
+    steps: list[AgentStep] | None = None, holder: str | None = None,
+) -> AgentRun:
+    """Close a run with its final status, file it in its owner's profile and announce it. Counts and
+    tokens are totalled from its steps (pass them when already loaded).
+
+    A worker passes its `holder`: the run is then closed only while that worker still holds its lease,
+    in the same statement, and `LeaseLost` is raised, with nothing changed, when it does not.
+
+    The profile entry is written in the same transaction as the end (the caller's, or one of its own):
+    a run counts exactly once however it ends, whatever dies when (see assistant/run_profile.py)."""
+    with transaction.atomic(savepoint=False):
+        run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
+                         holder=holder)
+    if status == AgentRun.Status.CANCELLED:
+        publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
+    elif status != AgentRun.Status.SUCCEEDED:
+        publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
+    return run
+
+
+def _run_close(
+    *, run: AgentRun, status: str, stop_reason: str, error: str, reply: str, steps: list[AgentStep] | None,
+    holder: str | None,
+) -> AgentRun:
+    now = timezone.now()
+    steps = list(run.steps.all()) if steps is None else steps
+    unrun = _close_unrun_steps(run, steps, stop_reason) if status != AgentRun.Status.SUCCEEDED else []
+    run.status, run.stop_reason, run.error, run.reply = status, stop_reason, error, reply
+    for name, value in step_counts(steps).items():
+        setattr(run, name, value)
+    run.total_tokens = run.prompt_tokens + run.completion_tokens
+    run.finished_at = now
+    run.duration_ms = int((now - (run.started_at or run.created_at)).total_seconds() * 1000)
+    run.lease_owner, run.lease_expires_at = "", None
+    # An ended run acts for nobody: its sealed session key goes with the end (the digest opens nothing).
+    run.session_sealed = b""
+    run.intent = run_intent(steps)
+    # Set with the end, in its one statement; the entry follows in the same transaction.
+    run.profile_recorded_at = now
+    fields = [
+        "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
+        "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
+        "intent", "profile_recorded_at", "session_sealed",
+    ]
+    if holder is None:
+        run.save(update_fields=fields)
+    else:
+        values = {name: getattr(run, name) for name in fields}
+        held = AgentRun.objects.filter(pk=run.pk, lease_owner=holder)
+        # A reply never wins over a Stop the person sent first: the check is part of the closing statement,
+        # so a cancel that committed a moment before the end is never left behind, whichever step saw it.
+        closing = held.filter(cancel_requested=False) if status == AgentRun.Status.SUCCEEDED else held
+        if not closing.update(**values):
+            if status == AgentRun.Status.SUCCEEDED and held.exists():
+                raise CancelledBeforeEnd(f"run {run.pk} was stopped by its person before it could end")
+            raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
+    for step in unrun:
+        step.save(update_fields=["state", "took_effect", "reason", "result"])
+        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+    run_profile_record(run, steps)
+    return run
+
+
+def chat_activity_record(*, chat_id: int, at: datetime) -> None:
+    """A reply written at `at` is its chat's newest activity (the order of the person's list of chats).
+
+    Called after the reply has committed, as a statement of its own: a worker finishing its run holds
+    the run's row, and a send or a delete that holds the chat's row may be waiting for it. Waiting here
+    for the chat's row, with the run's still held, would close that circle."""
+    AgentChat.objects.filter(pk=chat_id, last_activity_at__lt=at).update(last_activity_at=at)
