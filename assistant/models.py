@@ -120,6 +120,14 @@ class AgentRun(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_runs")
     chat = models.ForeignKey(AgentChat, on_delete=models.CASCADE, related_name="runs")
     spec = models.CharField(max_length=100, default="default")
+    # A run that another run handed work to (a member of the society, assistant/society/) is that run's
+    # child: it knows its parent, the top run of its tree (null on the top run itself) and how deep it is.
+    # Its question is `task`, what the parent wrote for it, not a message of the chat: a child sees only
+    # that. The top run is the one the person's message started, the chat's one active run.
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    root = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="descendants")
+    depth = models.PositiveSmallIntegerField(default=0, help_text="0 for a top run, 1 for its children, …")
+    task = models.TextField(blank=True)
     model = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
     reply = models.TextField(blank=True)
@@ -188,11 +196,18 @@ class AgentRun(models.Model):
         ]
         constraints = [
             # At most one active run per chat, enforced by the database, not by hope.
+            # Children work for their top run, in its chat, and are not counted against it.
             models.UniqueConstraint(
                 fields=["chat"],
-                condition=Q(status__in=["queued", "running", "awaiting_confirmation"]),
+                condition=Q(status__in=["queued", "running", "awaiting_confirmation"], parent__isnull=True),
                 name="one_active_run_per_chat",
-            )
+            ),
+            # A child's depth follows from its parent's: 0 exactly for a run with none.
+            models.CheckConstraint(
+                condition=Q(parent__isnull=True, root__isnull=True, depth=0)
+                | Q(parent__isnull=False, root__isnull=False, depth__gt=0),
+                name="run_tree_shape",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -126,7 +126,7 @@ def chat_messages_page(
 
 
 def chat_active_run(*, chat: AgentChat) -> AgentRun | None:
-    return chat.runs.filter(status__in=AgentRun.ACTIVE_STATUSES).first()
+    return chat.runs.filter(parent__isnull=True, status__in=AgentRun.ACTIVE_STATUSES).first()
 
 
 def run_steps(*, run: AgentRun) -> list[AgentStep]:

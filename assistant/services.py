@@ -100,7 +100,8 @@ def chat_send(
         chat = AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC,
                                         title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
     else:
-        active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
+        active = AgentRun.objects.select_for_update().filter(chat=chat, parent__isnull=True,
+                                                     status__in=AgentRun.ACTIVE_STATUSES).first()
         if active is not None:
             if active.status != AgentRun.Status.AWAITING_CONFIRMATION:
                 raise Refused(
@@ -261,7 +262,8 @@ def chat_delete(*, user: Any, chat_id: int) -> AgentChat:
     and kept, untouched, for staff in the admin. Every socket of the person is told."""
     chat = _chat_locked(user=user, chat_id=chat_id)
     # After the chat's lock: a send that got it first has committed its run, and is cancelled here.
-    active = AgentRun.objects.select_for_update().filter(chat=chat, status__in=AgentRun.ACTIVE_STATUSES).first()
+    active = AgentRun.objects.select_for_update().filter(chat=chat, parent__isnull=True,
+                                                     status__in=AgentRun.ACTIVE_STATUSES).first()
     if active is not None:
         _cancel(active)
     chat.deleted_at = timezone.now()

@@ -1,0 +1,57 @@
+"""A run knows its tree: the run that handed it work (`parent`), the top run (`root`) and its depth. The chat
+still has one active top run; the children working for it are not a second one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from assistant.models import AgentChat, AgentRun
+from assistant.selectors import chat_active_run
+from assistant.services import Refused, chat_send
+
+pytestmark = pytest.mark.django_db
+
+
+def child_of(parent: AgentRun, **fields: Any) -> AgentRun:
+    return AgentRun.objects.create(owner=parent.owner, chat=parent.chat, spec="reader", parent=parent,
+                                   root=parent.root or parent, depth=parent.depth + 1, task="List my tasks.",
+                                   **fields)
+
+
+def test_children_work_beside_their_active_top_run_in_its_chat(alice: Any) -> None:
+    top = chat_send(user=alice, content="what is open?").run
+    child = child_of(top, status="running")
+    grandchild = child_of(child)
+
+    assert (child.root_id, grandchild.root_id, grandchild.depth) == (top.pk, top.pk, 2)
+    assert set(top.descendants.all()) == {child, grandchild}
+    # The chat's active run is the top run, whatever its children do.
+    assert chat_active_run(chat=top.chat) == top
+    # And a second top run in the chat is still refused, by the send and by the database.
+    with pytest.raises(Refused) as refused:
+        chat_send(user=alice, content="and another thing", chat_id=top.chat_id)
+    assert refused.value.code == "run_active"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        AgentRun.objects.create(owner=alice, chat=top.chat)
+
+
+@pytest.mark.parametrize("shape", [
+    {"depth": 1},  # a top run is at depth 0
+    {"parent": "top", "depth": 1},  # a child names its tree's top run
+    {"parent": "top", "root": "top", "depth": 0},  # and is below it
+], ids=["deep top run", "child without root", "child at depth 0"])
+def test_a_run_whose_place_in_its_tree_does_not_add_up_is_refused(alice: Any, shape: dict[str, Any]) -> None:
+    top = AgentRun.objects.create(owner=alice, chat=AgentChat.objects.create(owner=alice), status="succeeded")
+    fields = {key: top if value == "top" else value for key, value in shape.items()}
+    with pytest.raises(IntegrityError), transaction.atomic():
+        AgentRun.objects.create(owner=alice, chat=top.chat, status="succeeded", **fields)
+
+
+def test_a_top_run_goes_with_its_whole_tree(alice: Any) -> None:
+    top = AgentRun.objects.create(owner=alice, chat=AgentChat.objects.create(owner=alice), status="succeeded")
+    child_of(child_of(top, status="succeeded"), status="succeeded")
+    top.delete()
+    assert not AgentRun.objects.exists()
