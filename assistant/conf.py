@@ -52,6 +52,9 @@ DEFAULTS: dict[str, Any] = {
     # (restricted / standard / trusted), and as members of a society its role, instructions, model, limits
     # and delegates (assistant/society/members.py). A spec not listed here, if it is SPEC, sees every tool.
     "SPECS": {},
+    # How deep a tree of runs may grow: a top run (depth 0) may hand work to members, they to theirs, … to
+    # this depth; no spec twice on one path.
+    "MAX_DELEGATION_DEPTH": 3,
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,

@@ -11,5 +11,7 @@ from assistant.society.members import (
     member_problems,
     members,
 )
+from assistant.society.offer import DelegationTool, delegation_tools
 
-__all__ = ["LIMIT_KEYS", "SPEC_KEYS", "Member", "member", "member_problems", "members"]
+__all__ = ["LIMIT_KEYS", "SPEC_KEYS", "DelegationTool", "Member", "delegation_tools", "member", "member_problems",
+           "members"]

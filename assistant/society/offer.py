@@ -1,0 +1,90 @@
+"""What a spec's model is offered to hand work over: one tool per member it may ask (`ask_<member>`), in the
+order the registry ranks them for this person, each saying what the member is for and how it has done.
+
+A member already on the path of the run asking (its parent, its parent's parent, …) is not offered: no spec
+twice on one path. Nor is any member once the tree is `MAX_DELEGATION_DEPTH` deep. What a delegation may
+then do is the member's own affair: its own tools under its own profile, never more than the person may.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from assistant.conf import assistant_settings
+from assistant.society.members import Member, member
+from assistant.tools.declarations import TOOL_NAME
+from registry.selectors import members_ranked
+
+#: A delegation tool is named for its member: `ask_reader`, `ask_clerk`.
+DELEGATION_PREFIX = "ask_"
+#: How much a model may write as a member's task (and as the context it passes along).
+TASK_MAX_CHARS = 4_000
+CONTEXT_MAX_CHARS = 8_000
+
+
+@dataclass(frozen=True)
+class DelegationTool:
+    """Hands a task to `member` (a spec): a tool as the model sees it, and what it stands for."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    member: str
+    annotation: str  # the member's record for this person, in words (registry.selectors.members_ranked)
+    kind: str = "delegate"
+    destructive: bool = False
+    confirm: bool = False  # asking a member is not an action: the member's own actions ask first
+
+
+def delegation_tool_name(spec_name: str) -> str:
+    """`ask_<spec>`. A spec name that makes no valid tool name, or the name of a declared tool, is
+    assistant.E035."""
+    return f"{DELEGATION_PREFIX}{spec_name}"
+
+
+def delegation_parameters() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "task": {"type": "string", "minLength": 1, "maxLength": TASK_MAX_CHARS,
+                     "description": "What the member should do, in full: it sees nothing else of this conversation."},
+            "context": {"type": "string", "maxLength": CONTEXT_MAX_CHARS,
+                        "description": "Anything from the conversation the member needs to know (optional)."},
+        },
+        "required": ["task"],
+        "additionalProperties": False,
+    }
+
+
+def _description(seat: Member, annotation: str) -> str:
+    role = seat.role or "A member of this assistant."
+    return (f"Hand a task to the member “{seat.name}”: {role.rstrip('.')}. It works with its own tools and answers "
+            f"with what it did. Its record: {annotation}.")
+
+
+def delegation_tools(*, owner: Any, asking: str | Member, path: Iterable[str] = (), depth: int = 0,
+                     intent: str | None = None) -> list[DelegationTool]:
+    """The delegation tools of the spec `asking` for `owner`, best-ranked first. `path` is the specs of the
+    runs above this one (its parent's, …) and `depth` this run's depth in its tree: a member on the path,
+    the asking spec itself and any member below the depth limit are not offered."""
+    seat = asking if isinstance(asking, Member) else member(asking)
+    if depth + 1 > int(assistant_settings.MAX_DELEGATION_DEPTH):
+        return []
+    above = {*path, seat.name}
+    candidates = [name for name in dict.fromkeys(seat.delegates) if name not in above]
+    if not candidates:
+        return []
+    tools = []
+    for ranked in members_ranked(owner=owner, spec_names=candidates, intent=intent):
+        delegate = member(ranked.spec_name)
+        tools.append(DelegationTool(
+            name=delegation_tool_name(delegate.name), description=_description(delegate, ranked.annotation),
+            parameters=delegation_parameters(), member=delegate.name, annotation=ranked.annotation,
+        ))
+    return tools
+
+
+def is_valid_delegation_name(spec_name: str) -> bool:
+    return bool(TOOL_NAME.match(delegation_tool_name(spec_name)))
