@@ -73,11 +73,12 @@ def member(name: str | None = None) -> Member:
     """The member `name` (default: the SPEC setting). Unknown names raise ValueError."""
     name = name or assistant_settings.SPEC
     declared = _declared(name)
-    own_limits = declared.get("limits") if isinstance(declared.get("limits"), Mapping) else {}
+    declared_limits = declared.get("limits")
+    own_limits: Mapping[str, Any] = declared_limits if isinstance(declared_limits, Mapping) else {}
     limits = {}
     for key in LIMIT_KEYS:
         ceiling = _global_limit(key)
-        value = own_limits.get(key)
+        value: Any = own_limits.get(key)
         limits[key] = min(float(value), ceiling) if _is_positive_number(value) else ceiling
     delegates = declared.get("delegates") or ()
     return Member(
