@@ -75,6 +75,53 @@ def run_start(*, owner: Any, chat: AgentChat, spec: str, config: dict[str, Any],
     )
 
 
+class DelegationRefused(Exception):
+    """A member cannot be asked from here (the tree is too deep, the member is already on the path, or the
+    budget is spent); `message` says why, for the model that asked."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def run_path(run: AgentRun) -> list[str]:
+    """The specs from the top run down to `run`, `run`'s own last (one query per level above it)."""
+    path, current = [run.spec], run
+    while current.parent_id is not None:
+        current = AgentRun.objects.only("pk", "spec", "parent_id").get(pk=current.parent_id)
+        path.append(current.spec)
+    return path[::-1]
+
+
+def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1) -> AgentRun:
+    """A queued child of `parent` under the member `spec`, asked to do `task`: the same person, chat and
+    session as its parent (its tool calls go through the site's middleware with that session, and it ends
+    when the session does), its member's own model, instructions, tools and profile, and limits reserved
+    from what its parent has left (assistant/society/budget.py), `sharing` delegations of one answer
+    sharing it. Raises DelegationRefused, creating nothing, when the member cannot be asked from here."""
+    from assistant.society.budget import BudgetExhausted, reserve
+
+    depth = parent.depth + 1
+    if depth > int(assistant_settings.MAX_DELEGATION_DEPTH):
+        raise DelegationRefused(f"The request is already {parent.depth} members deep, the most it may go; "
+                                "do this yourself or tell the person.")
+    path = run_path(parent)
+    if spec in path:
+        raise DelegationRefused(f"The member “{spec}” is already working on this request above you "
+                                f"({' → '.join(path)}); it cannot be asked again from here.")
+    config = run_config(spec=spec)
+    try:
+        config.update(reserve(parent, config, sharing=sharing))
+    except BudgetExhausted as spent:
+        raise DelegationRefused(spent.message) from spent
+    return AgentRun.objects.create(
+        owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent,
+        root_id=parent.root_id or parent.pk, depth=depth, task=task, model=str(config["model"]), config=config,
+        session_digest=parent.session_digest, session_sealed=parent.session_sealed,
+        client_address=parent.client_address, client_origin=parent.client_origin,
+    )
+
+
 def run_setting(run: AgentRun, key: str) -> Any:
     """A setting as the run keeps it (see `run_config`), or the default for a key the run predates."""
     return (run.config or {}).get(key.lower(), DEFAULTS[key])

@@ -9,7 +9,8 @@
 - `delegates`: the specs it may hand work to. Its way back, when it cannot go on, is to whoever asked it.
 
 A project that declares no delegates has one assistant, as before; a spec with none of the new keys works
-as it always did. `member_problems()` is what `manage.py check` reports (assistant.E030–E035, W030).
+as it always did. `member_problems()` is what `manage.py check` reports (assistant.E030–E034, W030; the delegation
+tools' names, E035, are checked beside it in `assistant/society/checks.py`).
 """
 
 from __future__ import annotations
@@ -199,29 +200,6 @@ def member_problems() -> list[Problem]:
         ))
     problems.extend(_width_problems(graph, known))
     problems.extend(_role_problems(graph, known))
-    problems.extend(_tool_name_problems(graph, known))
-    return problems
-
-
-def _tool_name_problems(graph: dict[str, tuple[str, ...]], known: set[str]) -> list[Problem]:
-    from assistant.society.offer import delegation_tool_name, is_valid_delegation_name
-    from assistant.tools.registry import registry
-
-    delegates = sorted({delegate for delegates in graph.values() for delegate in delegates if delegate in known})
-    problems = []
-    for delegate in delegates:
-        name = delegation_tool_name(delegate)
-        if not is_valid_delegation_name(delegate):
-            problems.append(Problem(
-                "assistant.E035", f"{delegate!r} makes the delegation tool name {name!r}, which providers refuse.",
-                "Name the spec with 1-60 letters, digits, '_' or '-'.",
-            ))
-        elif name in registry:
-            problems.append(Problem(
-                "assistant.E035",
-                f"The delegation tool for {delegate!r} would be named {name!r}, as a declared tool is.",
-                "Rename the spec or the tool: the model must be able to tell them apart.",
-            ))
     return problems
 
 

@@ -1,0 +1,133 @@
+"""A child run as the run that asks a member starts it: the same person, chat and live session, the member's
+own settings, and limits reserved from what its parent has left, so no tree spends more than its top run."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from assistant.authority import SentFrom
+from assistant.lifecycle import DelegationRefused, run_child_start, run_path
+from assistant.models import AgentRun, AgentStep
+from assistant.services import chat_send, session_runs_end
+from assistant.society.budget import reserve, tree_usage
+from tests.conftest import assistant_settings_with
+from tests.sockets import signed_in_client
+
+pytestmark = pytest.mark.django_db
+
+SPECS = {
+    "default": {"tools": ["tracker_task_list"], "permission_profile": "standard", "role": "Routes.",
+                "delegates": ["reader", "clerk"], "limits": {"max_model_calls": 8, "max_tool_calls": 10}},
+    "reader": {"tools": ["tracker_task_list"], "permission_profile": "restricted", "role": "Reads.",
+               "model": "scripted:/tmp/reader.json", "limits": {"max_model_calls": 3}, "delegates": ["clerk"]},
+    "clerk": {"tools": ["tracker_task_create"], "permission_profile": "standard", "role": "Adds tasks.",
+              "delegates": ["reader"]},
+}
+
+
+@pytest.fixture
+def society() -> Any:
+    with assistant_settings_with(SPECS=SPECS, SPEC="default", MAX_TOKENS_PER_RUN=1_000) as overridden:
+        yield overridden
+
+
+def top_run(user: Any, *, model_calls: int = 0, tokens_each: int = 0, sent_from: SentFrom | None = None) -> AgentRun:
+    run = chat_send(user=user, content="do several things", sent_from=sent_from).run
+    AgentRun.objects.filter(pk=run.pk).update(status="running", started_at=timezone.now(),
+                                              clock_started_at=timezone.now())
+    run.refresh_from_db()
+    for seq in range(1, model_calls + 1):
+        AgentStep.objects.create(run=run, seq=seq, kind="model_call", prompt_tokens=tokens_each)
+    return run
+
+
+def used_model_calls(run: AgentRun, count: int, start: int = 1) -> None:
+    for seq in range(start, start + count):
+        AgentStep.objects.create(run=run, seq=seq, kind="model_call", prompt_tokens=10, completion_tokens=5)
+
+
+def test_a_child_acts_as_the_same_person_with_the_same_session_under_its_members_settings(
+    alice: Any, society: Any
+) -> None:
+    key = signed_in_client(alice).cookies["sessionid"].value
+    sent_from = SentFrom(session_key=key, client_address="127.0.0.1", origin="http://127.0.0.1:8000")
+    parent = top_run(alice, sent_from=sent_from)
+    child = run_child_start(parent=parent, spec="reader", task="List my open tasks.")
+
+    assert (child.owner_id, child.chat_id, child.parent_id, child.root_id, child.depth) == (
+        alice.pk, parent.chat_id, parent.pk, parent.pk, 1)
+    assert (child.status, child.spec, child.task) == ("queued", "reader", "List my open tasks.")
+    assert SentFrom.of_run(child) == SentFrom.of_run(parent)  # the live session, opened from its own row
+    assert (child.config["model"], child.config["permission_profile"]) == ("scripted:/tmp/reader.json", "restricted")
+    assert run_path(child) == ["default", "reader"]
+    # The session's end ends the whole tree: the child too, found by the same session.
+    session_runs_end(session_key=key)
+    child.refresh_from_db()
+    assert (child.status, child.stop_reason) == ("cancelled", "session_ended")
+
+
+def test_a_childs_limits_are_what_its_parent_has_left_within_its_members_own(alice: Any, society: Any) -> None:
+    parent = top_run(alice, model_calls=2, tokens_each=100)  # of 8 calls and 1,000 tokens: 6 and 800 left
+    clerk = run_child_start(parent=parent, spec="clerk", task="Add a task.")
+    assert (clerk.config["max_model_calls"], clerk.config["max_tokens_per_run"]) == (6, 800)
+    # While the clerk works it holds all of that: nothing is left for another member.
+    with pytest.raises(DelegationRefused, match="model calls"):
+        run_child_start(parent=parent, spec="reader", task="Read.")
+    # Once it ended, having used one call and 15 tokens, the rest is there again, within the reader's own 3.
+    used_model_calls(clerk, 1)
+    AgentRun.objects.filter(pk=clerk.pk).update(status="succeeded")
+    reader = run_child_start(parent=parent, spec="reader", task="Read.")
+    assert (reader.config["max_model_calls"], reader.config["max_tokens_per_run"]) == (3, 785)
+
+
+def test_delegations_of_one_answer_share_what_is_left_and_never_overshoot_it(alice: Any, society: Any) -> None:
+    parent = top_run(alice, model_calls=2, tokens_each=100)  # 6 calls and 800 tokens left
+    children = [run_child_start(parent=parent, spec=spec, task="Part of it.", sharing=sharing)
+                for spec, sharing in (("clerk", 3), ("reader", 2), ("clerk", 1))]
+    assert [child.config["max_model_calls"] for child in children] == [2, 2, 2]
+    assert sum(child.config["max_tokens_per_run"] for child in children) <= 800
+    with pytest.raises(DelegationRefused):
+        run_child_start(parent=parent, spec="reader", task="One more.")
+
+
+def test_an_ended_child_counts_what_it_and_its_own_children_used(alice: Any, society: Any) -> None:
+    parent = top_run(alice, model_calls=1)
+    child = run_child_start(parent=parent, spec="reader", task="Read.")
+    used_model_calls(child, 2)
+    grandchild = run_child_start(parent=child, spec="clerk", task="Add.")
+    used_model_calls(grandchild, 1)
+    AgentRun.objects.filter(pk__in=[child.pk, grandchild.pk]).update(status="succeeded")
+    assert tree_usage(child).model_calls == 3 and tree_usage(parent).model_calls == 4
+    # 8 − 1 own − 3 used below: 4 left for the next member.
+    assert reserve(parent, {"max_model_calls": 8, "max_tool_calls": 20, "max_tokens_per_run": 50_000,
+                            "max_wall_seconds": 120})["max_model_calls"] == 4
+
+
+def test_nothing_left_is_a_refusal_and_no_child(alice: Any, society: Any) -> None:
+    parent = top_run(alice, model_calls=8)
+    with pytest.raises(DelegationRefused, match="model calls"):
+        run_child_start(parent=parent, spec="clerk", task="Add a task.")
+    assert not AgentRun.objects.filter(parent=parent).exists()
+
+
+def test_a_child_has_only_the_time_its_parent_has_left(alice: Any, society: Any) -> None:
+    parent = top_run(alice)
+    AgentRun.objects.filter(pk=parent.pk).update(clock_started_at=timezone.now() - timedelta(seconds=100))
+    parent.refresh_from_db()
+    child = run_child_start(parent=parent, spec="clerk", task="Add a task.")
+    assert 0 < child.config["max_wall_seconds"] <= 20
+
+
+def test_too_deep_or_a_member_already_on_the_path_is_refused(alice: Any, society: Any) -> None:
+    parent = top_run(alice)
+    reader = run_child_start(parent=parent, spec="reader", task="Read.")
+    clerk = run_child_start(parent=reader, spec="clerk", task="Add.")
+    with pytest.raises(DelegationRefused, match="already working on this request"):
+        run_child_start(parent=clerk, spec="reader", task="Read again.")
+    with assistant_settings_with(SPECS=SPECS, MAX_DELEGATION_DEPTH=2), \
+            pytest.raises(DelegationRefused, match="deep"):
+        run_child_start(parent=clerk, spec="default", task="Route.")
