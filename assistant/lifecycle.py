@@ -122,6 +122,19 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1)
     )
 
 
+def run_descendants(run: AgentRun, *, active: bool = False) -> list[AgentRun]:
+    """The runs below `run`, level by level (its children first), locked for the caller's transaction;
+    only the active ones when `active`. One query per level: a tree is at most MAX_DELEGATION_DEPTH deep."""
+    found: list[AgentRun] = []
+    level = [run.pk]
+    while level:
+        rows = AgentRun.objects.select_for_update().filter(parent_id__in=level).order_by("pk")
+        children = list(rows)
+        level = [child.pk for child in children]
+        found.extend(child for child in children if child.is_active or not active)
+    return found
+
+
 def run_setting(run: AgentRun, key: str) -> Any:
     """A setting as the run keeps it (see `run_config`), or the default for a key the run predates."""
     return (run.config or {}).get(key.lower(), DEFAULTS[key])

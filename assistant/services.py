@@ -20,7 +20,7 @@ from assistant.authority import (
 )
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import STOPPED_BY_YOU, run_config, run_finish, run_start
+from assistant.lifecycle import STOPPED_BY_YOU, run_config, run_descendants, run_finish, run_start
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import (
     chat_payload,
@@ -144,10 +144,17 @@ def run_cancel(*, user: Any, run_id: int) -> AgentRun:
 
 
 def _cancel(run: AgentRun) -> AgentRun:
-    """Stop `run` (locked by the caller); see `run_cancel`."""
+    """Stop `run` (locked by the caller) and every active run below it, the deepest first; see `run_cancel`."""
     if not run.is_active:
         return run
+    for below in reversed(run_descendants(run, active=True)):
+        _stop_one(below)
+    return _stop_one(run)
+
+
+def _stop_one(run: AgentRun) -> AgentRun:
     if run.status == AgentRun.Status.RUNNING:
+        # Its worker stops at its next step: every step it writes reads this flag (assistant/turn/fence.py).
         run.cancel_requested = True
         run.save(update_fields=["cancel_requested"])
         transaction.on_commit(lambda: request_cancel(run.pk))

@@ -12,7 +12,7 @@ from django.utils import timezone
 from assistant.authority import SentFrom
 from assistant.lifecycle import DelegationRefused, run_child_start, run_path
 from assistant.models import AgentRun, AgentStep
-from assistant.services import chat_send, session_runs_end
+from assistant.services import chat_send, run_cancel, session_runs_end
 from assistant.society.budget import reserve, tree_usage
 from tests.conftest import assistant_settings_with
 from tests.sockets import signed_in_client
@@ -131,3 +131,23 @@ def test_too_deep_or_a_member_already_on_the_path_is_refused(alice: Any, society
     with assistant_settings_with(SPECS=SPECS, MAX_DELEGATION_DEPTH=2), \
             pytest.raises(DelegationRefused, match="deep"):
         run_child_start(parent=clerk, spec="default", task="Route.")
+
+
+def test_stopping_the_top_run_stops_its_whole_tree(alice: Any, society: Any) -> None:
+    parent = top_run(alice)
+    reader = run_child_start(parent=parent, spec="reader", task="Read.")
+    AgentRun.objects.filter(pk=reader.pk).update(status="running", lease_owner="a-worker")
+    waiting = run_child_start(parent=reader, spec="clerk", task="Add.")
+    AgentRun.objects.filter(pk=waiting.pk).update(status="awaiting_confirmation")
+    asked = AgentStep.objects.create(run=waiting, seq=1, kind="tool_call", tool_name="tracker_task_create",
+                                     call_id="c1", state="awaiting_confirmation", arguments={"title": "x"})
+
+    run_cancel(user=alice, run_id=parent.pk)
+
+    # Working runs are asked to stop at their next step; a waiting one ends now, its question not taken.
+    for row in (parent, reader, waiting, asked):
+        row.refresh_from_db()
+    assert (parent.status, parent.cancel_requested) == ("running", True)
+    assert (reader.status, reader.cancel_requested) == ("running", True)
+    assert (waiting.status, waiting.stop_reason) == ("cancelled", "cancelled")
+    assert (asked.state, asked.result["status"]) == ("finished", "not_run")
