@@ -123,6 +123,23 @@ class ErrorFilter(admin.SimpleListFilter):
         return queryset
 
 
+class TreeFilter(admin.SimpleListFilter):
+    """Top runs (what a person's message started) or members' runs (work a run handed to a member)."""
+
+    title = "place in its tree"
+    parameter_name = "tree"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("top", "Top runs"), ("member", "Members' runs")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+        if self.value() == "top":
+            return queryset.filter(parent__isnull=True)
+        if self.value() == "member":
+            return queryset.filter(parent__isnull=False)
+        return queryset
+
+
 class FeedbackFilter(admin.SimpleListFilter):
     """The person's thumbs on the answer (`quality_score` 1.0 up, 0.0 down, null none)."""
 
@@ -176,7 +193,7 @@ class _Echo:
 #: `steps__tool_name=X&steps__took_effect=0&steps__kind=tool_call`, one step matching all three). Nothing
 #: of where a run came from (its session above all) is a filter.
 RUN_LIST_LOOKUPS = frozenset({
-    "status", "stop_reason", "error__isnull", "spec", "owner__id__exact", "owner__isnull", "feedback",
+    "status", "stop_reason", "error__isnull", "spec", "tree", "owner__id__exact", "owner__isnull", "feedback",
     "created_at__gte", "created_at__lt", "model", "model__isnull",
     "error", "quality_score", "quality_score__isnull",
     "steps__tool_name", "steps__took_effect", "steps__kind", "steps__result__status__in",
@@ -189,8 +206,8 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
     # (The spec is a filter, and on the run's page and in the CSV.)
     list_display = ("id", "created", "owner", "outcome", "error_preview", "calls", "tokens", "duration", "feedback")
     list_display_links = ("id", "created")
-    list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, ("owner", admin.RelatedOnlyFieldListFilter),
-                   FeedbackFilter, ("created_at", CreatedFilter), "model")
+    list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, TreeFilter,
+                   ("owner", admin.RelatedOnlyFieldListFilter), FeedbackFilter, ("created_at", CreatedFilter), "model")
     search_fields = ("owner__username", "messages__content", "reply", "error", "feedback_comment")
     search_help_text = "The owner's username, or words of the question, the reply, the error or the feedback."
     allowed_lookups = RUN_LIST_LOOKUPS

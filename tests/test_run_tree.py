@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.test import Client
 
 from assistant.models import AgentChat, AgentRun
 from assistant.selectors import chat_active_run
@@ -55,3 +56,28 @@ def test_a_top_run_goes_with_its_whole_tree(alice: Any) -> None:
     child_of(child_of(top, status="succeeded"), status="succeeded")
     top.delete()
     assert not AgentRun.objects.exists()
+
+
+def test_staff_see_a_runs_place_in_its_tree_and_can_list_top_runs_or_members_runs(
+    alice: Any, user_factory: Any
+) -> None:
+    top = AgentRun.objects.create(owner=alice, chat=AgentChat.objects.create(owner=alice), status="succeeded")
+    child = child_of(top, status="failed", stop_reason="max_tool_calls", total_tokens=1234)
+    staff = Client()
+    staff.force_login(user_factory("reviewer", is_staff=True, is_superuser=True))
+
+    page = staff.get(f"/admin/assistant/agentrun/{top.pk}/change/").content.decode()
+    members = page.split('class="run-members"')[1].split("</dd>")[0]
+    assert f"run {child.pk}</a>: reader · Failed (<code>max_tool_calls</code>)" in members
+    assert "1,234 tokens" in members or "1234 tokens" in members
+    page = staff.get(f"/admin/assistant/agentrun/{child.pk}/change/").content.decode()
+    asked_by = page.split('class="run-asked-by"')[1].split("</dd>")[0]
+    assert f"run {top.pk}</a> (default), 1 level below" in asked_by
+
+    def listed(query: str) -> set[int]:
+        body = staff.get(f"/admin/assistant/agentrun/{query}").content.decode()
+        return {run.pk for run in (top, child) if f'/admin/assistant/agentrun/{run.pk}/change/' in body}
+
+    assert listed("?tree=top") == {top.pk}
+    assert listed("?tree=member") == {child.pk}
+    assert listed("") == {top.pk, child.pk}
