@@ -61,6 +61,9 @@ def run_profile_entry(run: AgentRun, steps: list[AgentStep]) -> dict[str, Any]:
     }
     if run.quality_score is not None:
         entry["quality_score"] = run.quality_score
+    if run.parent_id is not None:
+        # The member's record says who asked it: the spec of the run that handed it the work.
+        entry["asked_by"] = AgentRun.objects.filter(pk=run.parent_id).values_list("spec", flat=True).first()
     return entry
 
 

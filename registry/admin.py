@@ -179,6 +179,18 @@ def _intent_rows(intent_affinity: dict[str, int]) -> list[IntentRow]:
     return sorted(rows, key=lambda row: (-row.count, row.name))
 
 
+def _asker_rows(window: list[dict[str, Any]]) -> list[IntentRow]:
+    """Who the window's runs were for: the person directly, or the spec that handed the work over (an
+    entry's `asked_by`), the most frequent first (ties by name), with each one's share."""
+    counts: dict[str, int] = {}
+    for entry in window:
+        if isinstance(entry, dict):
+            asker = entry.get("asked_by")
+            name = f"the spec “{asker}”" if isinstance(asker, str) and asker else "the person, directly"
+            counts[name] = counts.get(name, 0) + 1
+    return _intent_rows(counts)
+
+
 # --- the admin ------------------------------------------------------------------------------------
 
 
@@ -287,5 +299,6 @@ class AgentProfileAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
             "summary": profile_summary(owner=profile.owner, spec_name=profile.spec_name),
             "tools": _tool_rows(profile.tool_usage or {}),
             "intents": _intent_rows(profile.intent_affinity or {}),
+            "askers": _asker_rows(list(profile.window or [])),
             "window": _window_rows(list(profile.window or [])),
         }

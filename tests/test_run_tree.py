@@ -81,3 +81,27 @@ def test_staff_see_a_runs_place_in_its_tree_and_can_list_top_runs_or_members_run
     assert listed("?tree=top") == {top.pk}
     assert listed("?tree=member") == {child.pk}
     assert listed("") == {top.pk, child.pk}
+
+
+def test_a_members_record_says_who_asked_it_and_its_profile_page_counts_them(
+    alice: Any, user_factory: Any
+) -> None:
+    from assistant.lifecycle import run_finish
+    from registry.models import AgentProfile
+
+    chat = AgentChat.objects.create(owner=alice)
+    for spec, count in (("default", 2), ("triage", 1)):
+        for _ in range(count):
+            asker = AgentRun.objects.create(owner=alice, chat=chat, spec=spec, status="succeeded")
+            run_finish(run=child_of(asker, status="running"), status="succeeded", reply="Done.")
+    run_finish(run=AgentRun.objects.create(owner=alice, chat=chat, spec="reader"), status="succeeded", reply="Hi.")
+
+    profile = AgentProfile.objects.get(owner=alice, spec_name="reader")
+    assert sorted(entry.get("asked_by") or "" for entry in profile.window) == ["", "default", "default", "triage"]
+    staff = Client()
+    staff.force_login(user_factory("reviewer", is_staff=True, is_superuser=True))
+    body = staff.get(f"/admin/registry/agentprofile/{profile.pk}/change/").content.decode()
+    table = body.split('data-table="askers"')[1].split("</table>")[0]
+    rows = [row.split("</th>")[0] + " " + row.split("<td>")[1].split("</td>")[0]
+            for row in table.split('<tr><th scope="row">')[1:]]
+    assert rows == ["the spec “default” 2", "the person, directly 1", "the spec “triage” 1"]
