@@ -98,5 +98,8 @@ def step_changes(step: AgentStep) -> list[str]:
 
 
 def run_event(event_type: str, run: AgentRun, /, **extra: Any) -> dict[str, Any]:
-    """An event about one run: every such event names its run and chat so a client can route it."""
-    return {"type": event_type, "run_id": run.pk, "chat_id": run.chat_id, **extra}
+    """An event about one run: every such event names its run and chat so a client can route it. An event
+    about a member's run also names the run that asked it, its top run and the member (its spec)."""
+    tree = ({"parent_run_id": run.parent_id, "root_run_id": run.root_id, "member": run.spec}
+            if run.parent_id is not None else {})
+    return {"type": event_type, "run_id": run.pk, "chat_id": run.chat_id, **tree, **extra}

@@ -3,19 +3,25 @@ own settings, and limits reserved from what its parent has left, so no tree spen
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from assistant.authority import SentFrom
-from assistant.lifecycle import DelegationRefused, run_child_start, run_path
-from assistant.models import AgentRun, AgentStep
+from assistant.lifecycle import DelegationRefused, run_child_start, run_config, run_path
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.services import chat_send, run_cancel, session_runs_end
 from assistant.society.budget import reserve, tree_usage
-from tests.conftest import assistant_settings_with
+from assistant.tasks import run_enqueue
+from registry.models import AgentProfile
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.sockets import signed_in_client
+from tracker.models import Project, Task
 
 pytestmark = pytest.mark.django_db
 
@@ -151,3 +157,44 @@ def test_stopping_the_top_run_stops_its_whole_tree(alice: Any, society: Any) -> 
     assert (reader.status, reader.cancel_requested) == ("running", True)
     assert (waiting.status, waiting.stop_reason) == ("cancelled", "cancelled")
     assert (asked.state, asked.result["status"]) == ("finished", "not_run")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_members_run_works_on_its_task_alone_as_the_person_and_never_beyond_its_profile(
+    alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    Task.objects.create(project=home, title="Water plants")
+    Task.objects.create(project=Project.objects.create(owner=bob, name="Bob's"), title="Bob's chore")
+    key = signed_in_client(alice).cookies["sessionid"].value
+    sent_from = SentFrom(session_key=key, client_address="127.0.0.1", origin="http://127.0.0.1:8000")
+    chat = AgentChat.objects.create(owner=alice)
+    # A top run someone else's worker holds, in a chat that says things the member must not see.
+    parent = AgentRun.objects.create(owner=alice, chat=chat, status="running", lease_owner="elsewhere",
+                                     config=run_config(), started_at=timezone.now(), **sent_from.stored())
+    AgentMessage.objects.create(chat=chat, owner=alice, role="user", content="my secret plan", run=parent)
+    fake_openai.queue(
+        openai_stream([], [("c1", "tracker_task_create", {"project": home.pk, "title": "Sneaky"})]),
+        openai_stream([], [("c2", "tracker_task_list", {})]),
+        openai_stream(["You have one open task: Water plants."]),
+    )
+    # The test-reader spec (tests/settings.py) is restricted: reads only, whatever its asker may do.
+    with assistant_settings_with(MODEL="openai:fake-gpt"), transaction.atomic():
+        child = run_child_start(parent=parent, spec="test-reader", task="List my open tasks.")
+        run_enqueue(child.pk)
+
+    child = wait_for_run(child.pk, "succeeded", "failed", "cancelled", "timed_out")
+    assert (child.status, child.reply) == ("succeeded", "You have one open task: Water plants.")
+    # It answered the run that asked it, not the chat: no message of its own.
+    assert not AgentMessage.objects.filter(run=child).exists()
+    denied, listed = child.steps.filter(kind="tool_call").order_by("seq")
+    assert (denied.tool_name, denied.result["status"], denied.took_effect) == ("tracker_task_create", "denied", False)
+    assert not Task.objects.filter(title="Sneaky").exists()
+    assert [row["title"] for row in listed.result["data"]["results"]] == ["Water plants"]
+    # Its model was told its task, and nothing of the chat.
+    first_call = json.dumps(fake_openai.bodies[0]["messages"])
+    assert "List my open tasks." in first_call and "my secret plan" not in first_call
+    # Filed once, in its own spec's profile, saying who asked it.
+    [entry] = AgentProfile.objects.get(owner=alice, spec_name="test-reader").window
+    assert (entry["run_id"], entry["asked_by"], entry["status"]) == (child.pk, "default", "success")

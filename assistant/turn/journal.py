@@ -140,6 +140,11 @@ class StepJournal:
             ))
         return run, message
 
+    def answer(self, reply: str) -> AgentRun:
+        """End a member's run with its reply on its own row: it answers the run that asked it, not the chat."""
+        return run_finish(run=self.run, status=Status.SUCCEEDED, reply=clean_text(reply), steps=self.steps,
+                          holder=self.holder)
+
     def stop(self, status: str, stop_reason: str, message: str) -> AgentRun:
         """End the run without a reply (a limit, a cancel, a model error, a crash)."""
         return run_finish(run=self.run, status=status, stop_reason=stop_reason, error=clean_text(message),

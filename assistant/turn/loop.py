@@ -123,11 +123,14 @@ class Turn:
         self.run = run
         self.config = run.config or {}
         self.heartbeat = heartbeat
-        self.history = chat_history(run)
+        # A member's run (one another run handed work to) is asked its task and nothing of the chat.
+        self.is_member = run.parent_id is not None
+        self.history = [] if self.is_member else chat_history(run)
         asked = self.history[-1] if self.history else None
         # The person who asked, loaded with the history; the turn acts as them.
         self.user = asked.owner if asked is not None and asked.owner_id == run.owner_id else run.owner
-        text, embedder = asked.content if asked is not None else "", str(run_setting(self.run, "EMBEDDER"))
+        text = run.task if self.is_member else (asked.content if asked is not None else "")
+        embedder = str(run_setting(self.run, "EMBEDDER"))
         if early is None or not early.is_for(text, embedder):
             early = QuestionEmbedding(text, embedder)
         self.question = early
@@ -236,10 +239,13 @@ class Turn:
     # --- context -----------------------------------------------------------------------------
 
     def _preamble(self) -> list[Message]:
-        keep = int(run_setting(self.run, "KEEP_MESSAGES"))
-        summary, conversation, notices = conversation_window(
-            self.run, self.history, keep=keep, summarise=self._summarise, store=self.journal.store_summary
-        )
+        if self.is_member:
+            summary, conversation, notices = "", [Message.user(self.run.task)], []
+        else:
+            keep = int(run_setting(self.run, "KEEP_MESSAGES"))
+            summary, conversation, notices = conversation_window(
+                self.run, self.history, keep=keep, summarise=self._summarise, store=self.journal.store_summary
+            )
         for notice in notices:
             self._notice(notice)
         spec = str(self.config.get("spec") or self.run.spec)
@@ -405,6 +411,10 @@ class Turn:
         reply = text.strip() or "Done."
         # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
         try:
+            if self.is_member:
+                # A member answers the run that asked it, not the chat: its reply stays on its own row.
+                self.journal.answer(reply)
+                return
             self.journal.succeed(self.user, reply)
         except CancelledBeforeEnd:
             self._stop(StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU))
