@@ -239,6 +239,7 @@ class Turn:
     # --- context -----------------------------------------------------------------------------
 
     def _preamble(self) -> list[Message]:
+        notices: list[str]
         if self.is_member:
             summary, conversation, notices = "", [Message.user(self.run.task)], []
         else:
