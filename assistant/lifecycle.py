@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from assistant.authority import SESSION_ENDED, SentFrom
-from assistant.conf import DEFAULTS, assistant_settings
+from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
 from assistant.models import AgentChat, AgentRun, AgentStep, step_counts
 from assistant.payloads import run_event, run_payload, step_payload
@@ -137,7 +137,7 @@ def run_descendants(run: AgentRun, *, active: bool = False) -> list[AgentRun]:
 
 def run_setting(run: AgentRun, key: str) -> Any:
     """A setting as the run keeps it (see `run_config`), or the default for a key the run predates."""
-    return (run.config or {}).get(key.lower(), DEFAULTS[key])
+    return run.setting(key)
 
 
 # A tool step whose run ended before it ran: what happened to it, in words, by why the run ended and what

@@ -217,6 +217,13 @@ class AgentRun(models.Model):
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
 
+    def setting(self, key: str) -> Any:
+        """A setting as the run keeps it (its `config`, from `lifecycle.run_config`), or the default for a key
+        the run predates."""
+        from assistant.conf import DEFAULTS
+
+        return (self.config or {}).get(key.lower(), DEFAULTS[key])
+
 
 class AgentStep(models.Model):
     """One model call, tool call or notice inside a run, written as it happens."""

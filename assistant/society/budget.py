@@ -18,7 +18,6 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
-from assistant.conf import DEFAULTS
 from assistant.models import AgentRun, AgentStep
 
 #: The limits a tree shares (the run's config keys). Working time is shared as a deadline instead.
@@ -59,42 +58,46 @@ def _own_usage(run_ids: Iterable[int]) -> dict[int, Usage]:
             for row in rows}
 
 
-def tree_usage(run: AgentRun) -> Usage:
-    """What `run` and every run below it used, from their rows (one query per level of the tree, plus one)."""
-    ids, level = [run.pk], [run.pk]
+def _subtrees_usage(run_ids: list[int]) -> Usage:
+    """What these runs and every run below them used together, from their rows (one query per level of the
+    trees, plus one)."""
+    ids, level = list(run_ids), list(run_ids)
     while level:
         level = list(AgentRun.objects.filter(parent_id__in=level).values_list("pk", flat=True))
         ids.extend(level)
     return sum(_own_usage(ids).values(), Usage())
 
 
+def tree_usage(run: AgentRun) -> Usage:
+    """What `run` and every run below it used."""
+    return _subtrees_usage([run.pk])
+
+
 def _held(run: AgentRun, limits: Iterable[str]) -> dict[str, float]:
-    """What `run`'s children hold or used of each limit: an active child its reservation, an ended one what
-    it (and its own children) used."""
+    """What `run`'s children hold or used of each limit: an active child its reservation, the ended ones
+    what they (and their own children) used."""
     held = dict.fromkeys(limits, 0.0)
+    ended = []
     for child in AgentRun.objects.filter(parent=run):
         if child.is_active:
             for limit in held:
                 held[limit] += float((child.config or {}).get(limit, 0))
         else:
-            used = tree_usage(child)
-            for limit in held:
-                held[limit] += used.of(limit)
+            ended.append(child.pk)
+    if ended:
+        used = _subtrees_usage(ended)
+        for limit in held:
+            held[limit] += used.of(limit)
     return held
-
-
-def _limit(run: AgentRun, limit: str) -> float:
-    # As the run keeps it (lifecycle.run_setting), or the default for a run that predates the key.
-    return float((run.config or {}).get(limit, DEFAULTS[limit.upper()]))
 
 
 def remaining(run: AgentRun) -> dict[str, float]:
     """What is left of `run`'s shared limits for further members, and of its working time, now."""
     own = _own_usage([run.pk]).get(run.pk, Usage())
     held = _held(run, SHARED_LIMITS)
-    left = {limit: _limit(run, limit) - own.of(limit) - held[limit] for limit in SHARED_LIMITS}
+    left = {limit: float(run.setting(limit.upper())) - own.of(limit) - held[limit] for limit in SHARED_LIMITS}
     started = run.clock_started_at or run.started_at or run.created_at
-    left[WALL] = _limit(run, WALL) - (timezone.now() - started).total_seconds()
+    left[WALL] = float(run.setting(WALL.upper())) - (timezone.now() - started).total_seconds()
     return left
 
 
