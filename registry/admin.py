@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from registry.admin_queries import StrictAdminQueryMixin
 from registry.models import AgentProfile
 from registry.selectors import profile_stats, profile_summary
-from registry.stats import TREND_DEADBAND, ProfileStats
+from registry.stats import TREND_ARROWS, TREND_DEADBAND, ProfileStats, trend_direction
 
 ORGANISATION = "organisation"
 
@@ -43,11 +43,7 @@ def _number(value: float) -> str:
 
 def _trend_arrow(trend: float) -> str:
     """The arrow the summary line shows: ↑ or ↓ beyond the deadband, → within it (as `format_summary`)."""
-    if trend > TREND_DEADBAND:
-        return "↑"
-    if trend < -TREND_DEADBAND:
-        return "↓"
-    return "→"
+    return TREND_ARROWS[trend_direction(trend)]
 
 
 def _trend_figure(trend: float) -> str:
