@@ -189,14 +189,15 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
     chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
     if chat is None:
         state: dict[str, Any] = {"type": "assistant.messages_loaded", "chat": None, "messages": [],
-                                 "active_run": None, "steps": [], "pending_confirmation": None,
+                                 "active_run": None, "steps": [], "members": [], "pending_confirmation": None,
                                  "has_more": False, "before": before, "event_seq": event_seq}
         if with_steps:
             state["runs"] = []
         return state
     page = selectors.chat_messages_page(chat=chat, before=before, limit=limit, with_steps=with_steps)
     run = selectors.chat_active_run(chat=chat)
-    pending = selectors.run_pending_confirmation(run=run) if run is not None else None
+    members = selectors.run_members(run=run) if run is not None else []
+    pending = selectors.tree_pending_confirmation(run=run, members=members) if run is not None else None
     # The newest page ends with the chat's newest message: no second look for the chat's preview.
     latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
     state = {
@@ -207,6 +208,9 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
         "before": before,
         "active_run": run_payload(run) if run is not None else None,
         "steps": [step_payload(step) for step in selectors.run_steps(run=run)] if run is not None else [],
+        # The members the active run asked, each with its steps: shown nested under the step that asked it.
+        "members": [{**run_payload(member), "steps": [step_payload(step) for step in selectors.run_steps(run=member)]}
+                    for member in members],
         "pending_confirmation": step_payload(pending) if pending is not None else None,
         "event_seq": event_seq,
     }

@@ -84,21 +84,33 @@ class DelegationRefused(Exception):
         self.message = message
 
 
-def run_path(run: AgentRun) -> list[str]:
-    """The specs from the top run down to `run`, `run`'s own last (one query per level above it)."""
-    path, current = [run.spec], run
+def _ancestors(run: AgentRun) -> list[AgentRun]:
+    """The runs above `run`, its parent first (one query per level above it)."""
+    found, current = [], run
     while current.parent_id is not None:
         current = AgentRun.objects.only("pk", "spec", "parent_id").get(pk=current.parent_id)
-        path.append(current.spec)
-    return path[::-1]
+        found.append(current)
+    return found
 
 
-def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1) -> AgentRun:
+def run_path(run: AgentRun) -> list[str]:
+    """The specs from the top run down to `run`, `run`'s own last."""
+    return [above.spec for above in reversed(_ancestors(run))] + [run.spec]
+
+
+def run_ancestor_ids(run: AgentRun) -> list[int]:
+    """The runs above `run`: its parent, its parent's parent, … up to its top run."""
+    return [above.pk for above in _ancestors(run)]
+
+
+def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
+                    asked_in: AgentStep | None = None) -> AgentRun:
     """A queued child of `parent` under the member `spec`, asked to do `task`: the same person, chat and
     session as its parent (its tool calls go through the site's middleware with that session, and it ends
     when the session does), its member's own model, instructions, tools and profile, and limits reserved
     from what its parent has left (assistant/society/budget.py), `sharing` delegations of one answer
-    sharing it. Raises DelegationRefused, creating nothing, when the member cannot be asked from here."""
+    sharing it; `asked_in` is the parent's step that asks it. Raises DelegationRefused, creating nothing,
+    when the member cannot be asked from here."""
     from assistant.society.budget import BudgetExhausted, reserve
 
     depth = parent.depth + 1
@@ -116,7 +128,8 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1)
         raise DelegationRefused(spent.message) from spent
     return AgentRun.objects.create(
         owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent,
-        root_id=parent.root_id or parent.pk, depth=depth, task=task, model=str(config["model"]), config=config,
+        root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, model=str(config["model"]),
+        config=config,
         session_digest=parent.session_digest, session_sealed=parent.session_sealed,
         client_address=parent.client_address, client_origin=parent.client_origin,
     )
@@ -166,16 +179,25 @@ def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) 
     """Finish every step of the ending run that still waits: one the person was asked about and never
     answered, or approved and the run never got to. Its record then says what happened — not taken, and
     why — and keeps the person's answer as it was: `confirmation` stays "" when they did not answer (a
-    Stop, a sign-out or a new message is not a "no"), "approved" when they did. Saved by the caller."""
+    Stop, a sign-out or a new message is not a "no"), "approved" when they did. A member it asked that had
+    not answered yet is stopped with it: its own run says what it did. Saved by the caller."""
     closed = []
     for step in steps:
-        if step.kind != AgentStep.Kind.TOOL_CALL or step.state != AgentStep.State.AWAITING_CONFIRMATION:
+        if step.kind != AgentStep.Kind.TOOL_CALL:
             continue
-        outcome = not_run_outcome(
-            stop_reason=stop_reason, approved=step.confirmation == AgentStep.Confirmation.APPROVED
-        )
+        asked = step.result or {}
+        if step.state == AgentStep.State.STARTED and asked.get("child_run_id"):
+            outcome = {**asked, "status": AgentStep.MEMBER_STOPPED, "took_effect": None,
+                       "reason": f"The run ended ({stop_reason or 'stopped'}) before the member "
+                                 f"“{asked.get('member', '')}” answered; its own run shows what it did."}
+        elif step.state == AgentStep.State.AWAITING_CONFIRMATION:
+            outcome = not_run_outcome(
+                stop_reason=stop_reason, approved=step.confirmation == AgentStep.Confirmation.APPROVED
+            )
+        else:
+            continue
         step.state, step.took_effect, step.reason, step.result = (
-            AgentStep.State.FINISHED, False, outcome["reason"], outcome
+            AgentStep.State.FINISHED, outcome["took_effect"], outcome["reason"], outcome
         )
         closed.append(step)
     return closed

@@ -110,12 +110,17 @@ class AgentRun(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         AWAITING_CONFIRMATION = "awaiting_confirmation"
+        # Waiting for the members it asked (its children) to answer: it holds no worker meanwhile, and the
+        # end of its last working child puts it back on the queue (assistant/society/handoff.py).
+        AWAITING_MEMBERS = "awaiting_members"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
         TIMED_OUT = "timed_out"
 
-    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_CONFIRMATION)
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_CONFIRMATION, Status.AWAITING_MEMBERS)
+    # Runs that wait and hold no worker: a person's answer, or their members' (they end at once when stopped).
+    WAITING_STATUSES = (Status.AWAITING_CONFIRMATION, Status.AWAITING_MEMBERS)
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_runs")
     chat = models.ForeignKey(AgentChat, on_delete=models.CASCADE, related_name="runs")
@@ -128,6 +133,9 @@ class AgentRun(models.Model):
     root = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="descendants")
     depth = models.PositiveSmallIntegerField(default=0, help_text="0 for a top run, 1 for its children, …")
     task = models.TextField(blank=True)
+    # The parent's step that asked this member (its `ask_<member>` tool call): where its steps belong.
+    asked_in = models.ForeignKey("AgentStep", on_delete=models.SET_NULL, null=True, blank=True,
+                                 related_name="members_asked")
     model = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
     reply = models.TextField(blank=True)
@@ -188,18 +196,19 @@ class AgentRun(models.Model):
             models.Index(fields=["status", "created_at"], name="run_status_age"),
             # A session that ends looks up its runs that still may act.
             models.Index(fields=["session_digest"], name="run_active_session_digest",
-                         condition=Q(status__in=["queued", "running", "awaiting_confirmation"])),
+                         condition=Q(status__in=["queued", "running", "awaiting_confirmation", "awaiting_members"])),
             # Ended runs whose profile entry could not be written: the sweeper's to record (normally none).
             models.Index(fields=["id"], name="run_profile_unrecorded",
                          condition=Q(profile_recorded_at__isnull=True)
-                         & ~Q(status__in=["queued", "running", "awaiting_confirmation"])),
+                         & ~Q(status__in=["queued", "running", "awaiting_confirmation", "awaiting_members"])),
         ]
         constraints = [
             # At most one active run per chat, enforced by the database, not by hope.
             # Children work for their top run, in its chat, and are not counted against it.
             models.UniqueConstraint(
                 fields=["chat"],
-                condition=Q(status__in=["queued", "running", "awaiting_confirmation"], parent__isnull=True),
+                condition=Q(status__in=["queued", "running", "awaiting_confirmation", "awaiting_members"],
+                            parent__isnull=True),
                 name="one_active_run_per_chat",
             ),
             # A child's depth follows from its parent's: 0 exactly for a run with none.
@@ -281,9 +290,13 @@ class AgentStep(models.Model):
     # The outcome of a tool call whose run ended before it ran (stopped, signed out, superseded): the
     # person was asked and had not answered, or approved and the run never got to it.
     NOT_RUN = "not_run"
+    # The outcome of a delegation whose run ended before its member answered (assistant/society/).
+    MEMBER_STOPPED = "member_stopped"
     # Tool outcomes that count as errors in a run's and a profile's figures: the tool did not do what
     # the model asked (a declined action is the person's choice, but still not what was asked).
-    FAILED_OUTCOMES = frozenset({"invalid", "denied", "not_found", "error", "unknown", "declined", NOT_RUN})
+    # A member that could not go on (`escalated`) or could not be asked (`refused`) is one too.
+    FAILED_OUTCOMES = frozenset({"invalid", "denied", "not_found", "error", "unknown", "declined", NOT_RUN,
+                                 MEMBER_STOPPED, "escalated", "refused"})
 
     def __str__(self) -> str:
         label = self.tool_name or self.kind

@@ -55,8 +55,13 @@ def feedback_payload(run: AgentRun | None) -> dict[str, Any] | None:
 
 
 def run_payload(run: AgentRun) -> dict[str, Any]:
+    """A run; a member's run (one another run asked) also names the run that asked it, the step that asked,
+    its top run and the member (its spec), all null for a top run."""
+    is_member = run.parent_id is not None
     return {
         "id": run.pk, "chat_id": run.chat_id, "status": run.status, "stop_reason": run.stop_reason,
+        "parent_run_id": run.parent_id, "root_run_id": run.root_id, "asked_in": run.asked_in_id,
+        "member": run.spec if is_member else None, "task": run.task if is_member else None,
         "model": run.model, "reply": run.reply, "error": run.error,
         "usage": {
             "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
@@ -100,6 +105,6 @@ def step_changes(step: AgentStep) -> list[str]:
 def run_event(event_type: str, run: AgentRun, /, **extra: Any) -> dict[str, Any]:
     """An event about one run: every such event names its run and chat so a client can route it. An event
     about a member's run also names the run that asked it, its top run and the member (its spec)."""
-    tree = ({"parent_run_id": run.parent_id, "root_run_id": run.root_id, "member": run.spec}
-            if run.parent_id is not None else {})
+    tree = ({"parent_run_id": run.parent_id, "root_run_id": run.root_id, "member": run.spec,
+             "asked_in": run.asked_in_id} if run.parent_id is not None else {})
     return {"type": event_type, "run_id": run.pk, "chat_id": run.chat_id, **tree, **extra}

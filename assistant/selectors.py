@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 
@@ -118,7 +118,9 @@ def chat_messages_page(
     run_ids = {message.run_id for message in messages if message.run_id is not None}
     if not run_ids:
         return MessagesPage(messages=messages, has_more=has_more)
-    runs = list(AgentRun.objects.filter(chat=chat, pk__in=run_ids).order_by("created_at", "id"))
+    # With the members those runs asked (all of a tree names its top run): a reload nests them as they were.
+    runs = list(AgentRun.objects.filter(chat=chat).filter(Q(pk__in=run_ids) | Q(root_id__in=run_ids))
+                .order_by("created_at", "id"))
     steps: dict[int, list[AgentStep]] = {run.pk: [] for run in runs}
     for step in AgentStep.objects.filter(run_id__in=steps.keys()).order_by("run_id", "seq"):
         steps[step.run_id].append(step)
@@ -135,3 +137,18 @@ def run_steps(*, run: AgentRun) -> list[AgentStep]:
 
 def run_pending_confirmation(*, run: AgentRun) -> AgentStep | None:
     return run.steps.filter(state=AgentStep.State.AWAITING_CONFIRMATION, confirmation="").order_by("seq").first()
+
+
+def run_members(*, run: AgentRun) -> list[AgentRun]:
+    """The runs below the top run `run` (the members it asked, and those they asked), oldest first."""
+    return list(AgentRun.objects.filter(root=run).order_by("created_at", "id"))
+
+
+def tree_pending_confirmation(*, run: AgentRun, members: list[AgentRun]) -> AgentStep | None:
+    """The question the top run `run` waits on: its own, or one of its members' (the oldest, when members
+    asked at once each wait for an answer: every waiting step is among the tree's steps too)."""
+    waiting = [r.pk for r in (run, *members) if r.status == AgentRun.Status.AWAITING_CONFIRMATION]
+    if not waiting:
+        return None
+    return (AgentStep.objects.filter(run_id__in=waiting, state=AgentStep.State.AWAITING_CONFIRMATION,
+                                     confirmation="").order_by("created_at", "id").first())

@@ -20,7 +20,14 @@ from assistant.authority import (
 )
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import STOPPED_BY_YOU, run_config, run_descendants, run_finish, run_start
+from assistant.lifecycle import (
+    STOPPED_BY_YOU,
+    run_ancestor_ids,
+    run_config,
+    run_descendants,
+    run_finish,
+    run_start,
+)
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.payloads import (
     chat_payload,
@@ -103,16 +110,11 @@ def chat_send(
         active = AgentRun.objects.select_for_update().filter(chat=chat, parent__isnull=True,
                                                      status__in=AgentRun.ACTIVE_STATUSES).first()
         if active is not None:
-            if active.status != AgentRun.Status.AWAITING_CONFIRMATION:
-                raise Refused(
-                    "run_active",
-                    "The assistant is still working on your previous message in this chat. Wait for it, or stop it.",
-                )
             _supersede(active)
         if not chat.title:
             chat.title = readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS)
 
-    run = run_start(owner=user, chat=chat, spec=chat.spec, config=run_config(), sent_from=sent_from)
+    run = run_start(owner=user, chat=chat, spec=chat.spec, config=run_config(spec=chat.spec), sent_from=sent_from)
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
     # Marks it the person's current chat (updated_at), and its newest activity is this message.
     chat.last_activity_at = message.created_at
@@ -127,19 +129,36 @@ def chat_send(
 
 
 def _supersede(run: AgentRun) -> None:
-    run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="superseded",
-               error="Superseded by a newer message; the pending action was not taken.")
+    """A new message in a chat whose run (`run`, locked) waits for the person: that run and its members
+    end, their pending actions not taken. A run with a member still at work is not waiting for the person:
+    the message is refused, as while the run itself works."""
+    below = run_descendants(run, active=True)
+    if run.status not in AgentRun.WAITING_STATUSES or any(
+        member.status not in AgentRun.WAITING_STATUSES for member in below
+    ):
+        raise Refused(
+            "run_active",
+            "The assistant is still working on your previous message in this chat. Wait for it, or stop it.",
+        )
+    for waiting in [*reversed(below), run]:
+        run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason="superseded",
+                   error="Superseded by a newer message; the pending action was not taken.")
 
 
 @transaction.atomic
 def run_cancel(*, user: Any, run_id: int) -> AgentRun:
-    """Stop a run. Queued or waiting runs end at once; a working run stops at its next step boundary
-    (or within a moment while the model streams) and keeps the steps it took."""
+    """Stop a run, with every member it asked. Queued or waiting runs end at once; a working run stops at
+    its next step boundary (or within a moment while the model streams) and keeps the steps it took. A
+    member's run is stopped by stopping its top run: the person stops their request, whichever part of
+    it they pressed Stop on."""
     # Only the run's row is locked, not the chat joined to see that it is not deleted: sends and
     # deletes lock the chat first and the run second, and a worker's reply holds the run.
-    run = AgentRun.objects.for_user(user).select_for_update(of=("self",)).filter(pk=run_id).first()
+    runs = AgentRun.objects.for_user(user).select_for_update(of=("self",))
+    run = runs.filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
+    if run.root_id is not None:
+        run = runs.get(pk=run.root_id)
     return _cancel(run)
 
 
@@ -188,6 +207,10 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
     run.status = AgentRun.Status.QUEUED
     run.clock_started_at = timezone.now()
     run.save(update_fields=["status", "clock_started_at"])
+    if run.parent_id is not None:
+        # Time spent waiting for the person is nobody's working time: the runs above this member (waiting
+        # for it) start their clocks again too.
+        AgentRun.objects.filter(pk__in=run_ancestor_ids(run)).update(clock_started_at=run.clock_started_at)
     publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
     run_enqueue(run.pk)
     return run
@@ -307,7 +330,7 @@ def ended_sessions_runs_end(*, user: Any) -> list[AgentRun]:
     notice (it expired, or was deleted, with the tab closed): called when the person connects again, so a
     new session never shows, or answers, a question the old one can no longer act on."""
     waiting = AgentRun.objects.for_user(user).filter(
-        status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
+        status__in=[AgentRun.Status.QUEUED, *AgentRun.WAITING_STATUSES]
     ).exclude(session_digest="")
     keys: set[str] = set()
     unreadable: set[str] = set()
@@ -332,7 +355,8 @@ def ended_sessions_runs_end(*, user: Any) -> list[AgentRun]:
 
 
 def _session_digests_runs(digests: list[str]) -> list[AgentRun]:
-    """The queued and waiting runs sent from the session of those digests, locked."""
+    """The queued and waiting runs sent from the session of those digests, locked, members before the runs
+    that asked them (a run's end closes its step that waits for a member)."""
     return list(AgentRun.objects.select_for_update().filter(
-        session_digest__in=digests, status__in=[AgentRun.Status.QUEUED, AgentRun.Status.AWAITING_CONFIRMATION]
-    ))
+        session_digest__in=digests, status__in=[AgentRun.Status.QUEUED, *AgentRun.WAITING_STATUSES]
+    ).order_by("-depth", "pk"))

@@ -30,7 +30,12 @@ def run_turn(run_id: int, asked: dict[str, Any] | None = None) -> str:
     from assistant.turn.lease import lease_claim, new_holder
     from assistant.turn.loop import run_turn as work
 
-    return work(run_id, holder=new_holder(), claim=lease_claim, asked=asked)
+    return work(run_id, holder=new_holder(), claim=lease_claim, asked=asked, enqueue=_enqueue_now)
+
+
+def _enqueue_now(run_id: int) -> None:
+    # Outside any transaction (the turn committed what it started): a worker may take it at once.
+    run_turn.delay(run_id)
 
 
 

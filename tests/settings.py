@@ -14,5 +14,18 @@ ROOT_URLCONF = "tests.urls"
 ASSISTANT = {
     **ASSISTANT,  # noqa: F405
     "RUNS_PER_MINUTE": 10_000,
-    "SPECS": {"test-reader": {"tools": "__all__", "permission_profile": "restricted"}},
+    "SPECS": {
+        "test-reader": {"tools": "__all__", "permission_profile": "restricted", "model": "openai:fake-gpt",
+                        "role": "Reads the tracker."},
+        # A small society the worker tests hand work round in: every model is the fake provider's.
+        "test-asker": {"tools": ["tracker_task_list"], "permission_profile": "standard", "model": "openai:fake-gpt",
+                       "role": "Hands the person's requests to the members.",
+                       "delegates": ["test-reader", "test-clerk", "test-keeper"]},
+        "test-clerk": {"tools": ["tracker_task_create", "tracker_task_list", "tracker_task_delete"],
+                       "permission_profile": "standard", "model": "openai:fake-gpt",
+                       "role": "Adds, lists and deletes tasks."},
+        "test-keeper": {"tools": ["tracker_project_create", "tracker_project_list"], "permission_profile": "standard",
+                        "model": "openai:fake-gpt", "role": "Creates projects and asks the clerk for their tasks.",
+                        "delegates": ["test-clerk"]},
+    },
 }

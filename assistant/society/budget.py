@@ -58,7 +58,7 @@ def _own_usage(run_ids: Iterable[int]) -> dict[int, Usage]:
             for row in rows}
 
 
-def _subtrees_usage(run_ids: list[int]) -> Usage:
+def subtrees_usage(run_ids: list[int]) -> Usage:
     """What these runs and every run below them used together, from their rows (one query per level of the
     trees, plus one)."""
     ids, level = list(run_ids), list(run_ids)
@@ -70,7 +70,7 @@ def _subtrees_usage(run_ids: list[int]) -> Usage:
 
 def tree_usage(run: AgentRun) -> Usage:
     """What `run` and every run below it used."""
-    return _subtrees_usage([run.pk])
+    return subtrees_usage([run.pk])
 
 
 def _held(run: AgentRun, limits: Iterable[str]) -> dict[str, float]:
@@ -85,7 +85,7 @@ def _held(run: AgentRun, limits: Iterable[str]) -> dict[str, float]:
         else:
             ended.append(child.pk)
     if ended:
-        used = _subtrees_usage(ended)
+        used = subtrees_usage(ended)
         for limit in held:
             held[limit] += used.of(limit)
     return held

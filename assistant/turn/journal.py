@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from assistant.events import publish_to_user
 from assistant.lifecycle import chat_activity_record, run_finish
@@ -121,6 +122,27 @@ class StepJournal:
                 tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
             ))
         return step
+
+    def await_members(self) -> bool:
+        """Pause the run while any member it asked is still at work, releasing it: a waiting run holds no
+        worker, and the end of its last working member puts it back on the queue. Returns False, changing
+        nothing, when none is at work any more, or when the person stopped the run (`cancelled` is then
+        set); raises LeaseLost when this worker no longer holds it."""
+        working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
+        held = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder)
+        # One statement: the run's row is locked by it before a member's wake can look at it (see
+        # assistant/society/handoff.py), and a Stop that committed first keeps it from pausing.
+        if held.filter(cancel_requested=False).filter(Exists(working)).update(
+            status=Status.AWAITING_MEMBERS, lease_owner="", lease_expires_at=None
+        ):
+            self.run.status, self.run.lease_owner, self.run.lease_expires_at = Status.AWAITING_MEMBERS, "", None
+            return True
+        cancel = held.values_list("cancel_requested", flat=True).first()
+        if cancel is None:
+            raise self._lost()
+        if cancel:
+            self.cancelled.set()
+        return False
 
     def succeed(self, user: Any, reply: str) -> tuple[AgentRun, AgentMessage]:
         """End the run with its reply, one message in the chat."""

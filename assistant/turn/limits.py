@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from assistant.lifecycle import run_setting
 from assistant.models import AgentRun, AgentStep
+from assistant.society.budget import Usage
 
 Status = AgentRun.Status
 Kind = AgentStep.Kind
@@ -29,25 +30,31 @@ def call_key(name: str, arguments: dict[str, Any]) -> str:
 
 
 class Limits:
-    def __init__(self, run: AgentRun) -> None:
+    """`members` is what the members this run asked (and those they asked) used: a tree of runs shares its
+    top run's limits (assistant/society/budget.py), so their use counts here too."""
+
+    def __init__(self, run: AgentRun, members: Usage | None = None) -> None:
         self.run = run
+        self.members = members or Usage()
 
     def before_model_call(self, steps: list[AgentStep]) -> None:
-        model_calls = sum(1 for step in steps if step.kind == Kind.MODEL_CALL)
+        model_calls = self.members.model_calls + sum(1 for step in steps if step.kind == Kind.MODEL_CALL)
         limit = int(run_setting(self.run, "MAX_MODEL_CALLS"))
         if model_calls >= limit:
             raise StopRun(Status.FAILED, "max_model_calls",
                           f"The assistant stopped: it reached its limit of {limit} model calls for one request.")
-        tokens = sum(step.prompt_tokens + step.completion_tokens for step in steps)
+        tokens = self.members.tokens + sum(step.prompt_tokens + step.completion_tokens for step in steps)
         token_limit = int(run_setting(self.run, "MAX_TOKENS_PER_RUN"))
         if tokens >= token_limit:
             raise StopRun(Status.FAILED, "max_tokens",
                           f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
 
-    def before_tool_call(self, steps: list[AgentStep], name: str, arguments: dict[str, Any]) -> None:
+    def before_tool_call(self, steps: list[AgentStep], name: str, arguments: dict[str, Any], *,
+                         also_starting: int = 0) -> None:
+        """`also_starting`: calls of the same answer that start together with this one, before it."""
         tool_steps = [step for step in steps if step.kind == Kind.TOOL_CALL]
         limit = int(run_setting(self.run, "MAX_TOOL_CALLS"))
-        if len(tool_steps) >= limit:
+        if self.members.tool_calls + len(tool_steps) + also_starting >= limit:
             raise StopRun(Status.FAILED, "max_tool_calls",
                           f"The assistant stopped: it reached its limit of {limit} tool calls for one request.")
         repeats = int(run_setting(self.run, "MAX_IDENTICAL_TOOL_CALLS"))

@@ -28,11 +28,28 @@ from assistant.authority import SESSION_ENDED, RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import STOPPED_BY_YOU, CancelledBeforeEnd, not_run_outcome, run_finish, run_setting
+from assistant.lifecycle import (
+    STOPPED_BY_YOU,
+    CancelledBeforeEnd,
+    not_run_outcome,
+    run_finish,
+    run_path,
+    run_setting,
+)
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentRun, AgentStep
 from assistant.payloads import run_event
+from assistant.society.handoff import (
+    Delegation,
+    delegations_collect,
+    delegations_start,
+    is_waiting_on_member,
+    members_used,
+    parent_wake,
+)
+from assistant.society.members import member
+from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.tools.describe import describe_call
 from assistant.turn.confirmation import Decision, decide, declined_outcome
@@ -138,10 +155,14 @@ class Turn:
         steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
         # The journal's writes read the run's cancel flag too, and raise the heartbeat's: one flag to check.
         self.journal = StepJournal(run, heartbeat.holder, steps, cancelled=heartbeat.cancelled)
-        self.limits = Limits(run)
+        # A run taken up again may have asked members already: what they used counts in its limits.
+        self.limits = Limits(run, members_used(run) if run.attempts > 1 else None)
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
+        # The members this run may hand work to (assistant/society/), and the runs it started for them.
+        self.delegations: dict[str, DelegationTool] = {}
+        self.members_started: list[int] = []
         # The claim read the row's cancel flag, and the faster Redis flag is only ever set after that one:
         # the first Redis lookup can wait its turn, and a flag already set stops the run at its first boundary.
         self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
@@ -165,17 +186,18 @@ class Turn:
                 self.user, self.config.get("spec"), self.config.get("permission_profile") or None
             )
             self.tools = {tool.name: tool for tool in offered}
+            self.delegations = {tool.name: tool for tool in self._delegation_tools()}
             self._close_interrupted_steps()
-            preamble = self._preamble()
+            preamble: list[Message] | None = None
             while True:
                 self._boundary()
                 pending = self._pending_calls()
                 if pending:
-                    for call in pending:
-                        self._boundary()
-                        if not self._tool_call(call):
-                            return  # paused for the user's confirmation
+                    if not self._work_through(pending):
+                        return  # paused for the person's answer, or for the members it asked
                     continue
+                if preamble is None:  # not before it is needed: a run woken by its members may not get here
+                    preamble = self._preamble()
                 response = self._model_call(preamble + self._transcript())
                 if not response.tool_calls:
                     self._check_cancel()  # the answer's own write may have found a Stop
@@ -225,9 +247,10 @@ class Turn:
         self.journal.notice(text)
 
     def _close_interrupted_steps(self) -> None:
-        """Tool steps a dead worker left half-done are not run again: their outcome is unknown."""
+        """Tool steps a dead worker left half-done are not run again: their outcome is unknown. A member
+        asked is not one of them: its own run says how it went."""
         for step in self.steps:
-            if step.kind == Kind.TOOL_CALL and step.state == State.STARTED:
+            if step.kind == Kind.TOOL_CALL and step.state == State.STARTED and not is_waiting_on_member(step):
                 self.journal.finish_step(step, {"status": "unknown", "took_effect": None, "reason": UNKNOWN_OUTCOME})
 
     def _resume_replay_position(self) -> None:
@@ -299,7 +322,8 @@ class Turn:
         started = time.monotonic()
         self._streamed = []
         try:
-            response = self.model.call_tools(messages, list(self.tools.values()), on_text_delta=self._on_delta)
+            response = self.model.call_tools(messages, [*self.tools.values(), *self.delegations.values()],
+                                             on_text_delta=self._on_delta)
         except StopRun as stop:
             self.journal.add(
                 kind=Kind.MODEL_CALL, took_effect=False, reason=stop.message,
@@ -345,6 +369,51 @@ class Turn:
             if existing is None or existing.state != State.FINISHED:
                 pending.append(PendingCall(call, existing, raw.get("problem")))
         return pending
+
+    def _work_through(self, pending: list[PendingCall]) -> bool:
+        """Run the latest answer's calls that have no outcome yet, in order. Returns False when the run
+        pauses (for the person's answer, or for its members)."""
+        for item in pending:
+            self._boundary()
+            if self._is_delegation(item):
+                return self._delegate(pending)
+            if not self._tool_call(item):
+                return False
+        return True
+
+    def _is_delegation(self, item: PendingCall) -> bool:
+        return item.call.name in self.delegations and item.problem is None and item.call.invalid_arguments is None
+
+    def _delegate(self, pending: list[PendingCall]) -> bool:
+        """Hear back from the members this answer asked, or ask them: every delegation of the answer starts
+        at once, so their budgets are reserved together before any of them works (assistant/society/)."""
+        waiting = [item.step for item in pending if item.step is not None and is_waiting_on_member(item.step)]
+        if waiting:
+            heard = delegations_collect(self.journal, waiting)
+            if heard:
+                self.limits.members = members_used(self.run)
+            return heard
+        fresh = [item for item in pending if item.step is None and self._is_delegation(item)]
+        for index, item in enumerate(fresh):
+            self.limits.before_tool_call(self.steps, item.call.name, item.call.arguments, also_starting=index)
+        started, paused = delegations_start(
+            self.journal, [Delegation(item.call, self.delegations[item.call.name], None) for item in fresh]
+        )
+        self.members_started.extend(started)
+        return not paused
+
+    def _delegation_tools(self) -> list[DelegationTool]:
+        """One tool per member this run's spec may ask from where it is in its tree (none when the spec
+        declares no delegates: today's single assistant)."""
+        spec = str(self.config.get("spec") or self.run.spec)
+        try:
+            seat = member(spec)
+        except ValueError:
+            return []  # an unknown spec: its run fails on its tools, saying which
+        if not seat.delegates:
+            return []
+        path = run_path(self.run)[:-1] if self.run.parent_id is not None else []
+        return delegation_tools(owner=self.user, asking=seat, path=path, depth=self.run.depth)
 
     def _tool_call(self, pending: PendingCall) -> bool:
         """Run (or refuse, decline, or pause on) one tool call. Returns False when the run pauses for the user."""
@@ -442,21 +511,40 @@ class Turn:
 
 
 def run_turn(
-    run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None], asked: dict[str, Any] | None = None
+    run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None], asked: dict[str, Any] | None = None,
+    enqueue: Callable[[int], None] | None = None,
 ) -> str:
     """Claim the run and work on it until it answers, pauses or stops. Returns what happened.
 
     `asked` is what the task message may carry about the question ({"question", "embedder"}): with it,
     embedding the question starts before the run is claimed. The turn checks it against the stored
     message and embeds again if they differ; without it, embedding starts once the history is read.
+
+    A run that hands work to members pauses; this worker then goes on with the first member at once, and
+    `enqueue`s the others (a member run by another worker at the same time), and when a member ends,
+    with the run that asked it, once it is woken (assistant/society/handoff.py). Each is claimed like any
+    run: one another worker took first is simply skipped.
     """
-    early = QuestionEmbedding.from_message(asked)
+    early: QuestionEmbedding | None = QuestionEmbedding.from_message(asked)
+    following = [run_id]
+    while following:
+        current = following.pop(0)
+        following.extend(_work_on(current, holder=holder, claim=claim, early=early, enqueue=enqueue))
+        early = None
+    return AgentRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "gone"
+
+
+def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None],
+             early: QuestionEmbedding | None, enqueue: Callable[[int], None] | None) -> list[int]:
+    """One claim of one run, worked until it answers, pauses or stops; returns the runs to go on with."""
     run = claim(run_id, holder)
     if run is None:
-        return "not claimed"
+        return []
+    turn: Turn | None = None
     with Heartbeat(run_id, holder) as heartbeat:
         try:
-            Turn(run, heartbeat, early).execute()
+            turn = Turn(run, heartbeat, early)
+            turn.execute()
         except Exception as exc:
             logger.exception("Run %s crashed", run_id)
             current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
@@ -466,4 +554,16 @@ def run_turn(
                     run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
                                error=f"Something went wrong inside the assistant ({type(exc).__name__}).",
                                holder=holder)
-    return AgentRun.objects.filter(pk=run_id).values_list("status", flat=True).first() or "gone"
+    following: list[int] = []
+    if turn is not None and turn.members_started:
+        first, *others = turn.members_started
+        following.append(first)
+        for other in others:
+            if enqueue is not None:
+                enqueue(other)
+            else:
+                following.append(other)
+    ended = AgentRun.objects.filter(pk=run_id).only("pk", "parent_id", "status").first()
+    if ended is not None and ended.parent_id is not None and not ended.is_active and parent_wake(ended):
+        following.append(ended.parent_id)
+    return following

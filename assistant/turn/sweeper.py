@@ -20,6 +20,7 @@ from assistant.conf import assistant_settings
 from assistant.lifecycle import run_finish, run_setting
 from assistant.models import AgentRun
 from assistant.run_profile import run_profile_record
+from assistant.society.handoff import parents_due
 from assistant.turn.lease import configured_lease_seconds
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ def sweep_runs() -> dict[str, list[int]]:
     """Returns the ids it re-enqueued and the ids it timed out."""
     now = timezone.now()
     timed_out = _time_out_stuck_runs(now)
-    requeued = _requeue_lost_runs(now)
+    requeued = _requeue_lost_runs(now) + _wake_runs_whose_members_ended()
     _record_unrecorded_runs()
     if requeued or timed_out:
         logger.info("Swept runs: re-enqueued %s, timed out %s", requeued, timed_out)
@@ -89,6 +90,21 @@ def _requeue_lost_runs(now: datetime) -> list[int]:
             break
         requeued.append(run_id)
     return requeued
+
+
+def _wake_runs_whose_members_ended() -> list[int]:
+    """Put back on the queue the runs that wait for members none of which is still at work: the worker of
+    the last one died before it woke them, or this sweeper ended it (assistant/society/handoff.py)."""
+    from assistant.tasks import run_turn
+
+    woken = parents_due()
+    for run_id in woken:
+        try:
+            run_turn.delay(run_id)
+        except Exception:  # queued, so the lost-run sweep takes it up once the broker is back
+            logger.exception("Could not enqueue run %s, woken for its members' answers", run_id)
+            break
+    return woken
 
 
 def _record_unrecorded_runs() -> list[int]:

@@ -1,0 +1,212 @@
+"""Handing work to members, from the turn of the run that asks, and hearing back.
+
+A call of a delegation tool (`ask_<member>`, assistant/society/offer.py) is one tool step of the asking
+run. Starting it writes, in one transaction: the step (`started`), the member's child run (queued, its
+budget reserved from what the asking run has left, `lifecycle.run_child_start`), and the asking run's
+pause: `awaiting_members`, holding no worker. Every delegation of one model answer starts together, so
+their reservations share what is left before any of them spends it.
+
+The child works like any run (a worker claims it, it is checkpointed step by step, fenced by its own
+lease, resumed after a crash). When it ends, however it ends, its parent is woken (`parent_wake`: back on
+the queue once none of its children is still at work) and takes its step up again: the step is finished
+with what the member answered, as data — its reply, or an escalation that says why it could not go on.
+A crash between any two of these writes loses nothing: a step `started` with a child is never "unknown"
+(the child's row says what happened), and the sweeper wakes a parent whose children all ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+
+from assistant.lifecycle import DelegationRefused, run_child_start
+from assistant.llm import ToolCall
+from assistant.models import AgentRun, AgentStep
+from assistant.society.budget import Usage, subtrees_usage, tree_usage
+from assistant.society.offer import DelegationTool
+from assistant.tools.validation import validate_arguments
+from assistant.turn.journal import StepJournal
+
+Status = AgentRun.Status
+Kind = AgentStep.Kind
+State = AgentStep.State
+
+#: The outcome `status` of a delegation: the member answered; it could not go on (or its last action
+#: failed); it could not be asked from here (too deep, already on the path, nothing left of the budget).
+ANSWERED, ESCALATED, REFUSED = "answered", "escalated", "refused"
+#: How many of a member's failed actions its escalation lists.
+PROBLEMS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """One delegation call of a model answer, with the tool it calls and the step it has (if any)."""
+
+    call: ToolCall
+    tool: DelegationTool
+    step: AgentStep | None
+
+
+def child_run_id(step: AgentStep) -> int | None:
+    """The member run a delegation step started, or None for any other step."""
+    value = (step.result or {}).get("child_run_id") if step.kind == Kind.TOOL_CALL else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def is_waiting_on_member(step: AgentStep) -> bool:
+    """A delegation step whose member has not answered yet: never an interrupted tool (its child's row says
+    what happened)."""
+    return step.state == State.STARTED and child_run_id(step) is not None
+
+
+def member_task(arguments: dict[str, Any]) -> str:
+    """What the member is asked: the task the model wrote, and the context it chose to pass, if any."""
+    task = arguments["task"].strip()
+    context = (arguments.get("context") or "").strip()
+    return f"{task}\n\nContext from the conversation that asked you:\n{context}" if context else task
+
+
+def _argument_problem(tool: DelegationTool, arguments: Any) -> str | None:
+    if not isinstance(arguments, dict):
+        return "The arguments were not a JSON object; send them again as one."
+    errors = validate_arguments(arguments, dict(tool.parameters))
+    if not errors and not arguments["task"].strip():
+        errors = {"task": "must say what the member should do"}
+    if errors:
+        return "Invalid arguments: " + "; ".join(f"{name}: {error}" for name, error in errors.items())
+    return None
+
+
+def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -> tuple[list[int], bool]:
+    """Start the members of these delegation calls (none started yet), in one transaction, and pause the
+    asking run while any of them works. Returns the child runs started and whether the run paused; a
+    delegation that cannot start (bad arguments, refused) has its step finished saying why, and starts
+    nothing."""
+    run = journal.run
+    started: list[int] = []
+    with transaction.atomic():
+        for index, delegation in enumerate(delegations):
+            call, tool = delegation.call, delegation.tool
+            step = journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name, call_id=call.id,
+                               arguments=call.arguments)
+            problem = _argument_problem(tool, call.arguments)
+            if problem is not None:
+                journal.finish_step(step, {"status": "invalid", "took_effect": False, "reason": problem})
+                continue
+            try:
+                child = run_child_start(parent=run, spec=tool.member, task=member_task(call.arguments),
+                                        sharing=len(delegations) - index, asked_in=step)
+            except DelegationRefused as refused:
+                journal.finish_step(step, {"status": REFUSED, "took_effect": False, "member": tool.member,
+                                           "reason": refused.message})
+                continue
+            step.result = {"status": "asked", "member": tool.member, "child_run_id": child.pk}
+            journal.save(step, "result")
+            started.append(child.pk)
+        # Not paused only when the person stopped the run meanwhile: the turn's next boundary ends it.
+        paused = bool(started) and journal.await_members()
+    return started, paused
+
+
+def delegations_collect(journal: StepJournal, steps: Sequence[AgentStep]) -> bool:
+    """Finish the delegation steps whose members have ended, with what each answered. Returns False when a
+    member is still at work: the asking run is then paused (`awaiting_members`) until it ends."""
+    while True:
+        waiting = {child_run_id(step): step for step in steps if is_waiting_on_member(step)}
+        if not waiting:
+            return True
+        children = AgentRun.objects.filter(pk__in=list(waiting)).in_bulk()
+        still_working = False
+        for child_id, step in waiting.items():
+            child = children.get(child_id)
+            if child is None:  # deleted by staff with its tree: nothing to wait for
+                journal.finish_step(step, {"status": ESCALATED, "took_effect": None, "member": "",
+                                           "reason": "The member's run no longer exists; what it did is unknown."})
+            elif child.is_active:
+                still_working = True
+            else:
+                journal.finish_step(step, member_outcome(child), child.duration_ms)
+        if not still_working:
+            return True
+        if journal.await_members():
+            return False
+        if journal.cancelled.is_set():
+            return True  # the person stopped the run: the turn's next boundary ends it (and its members)
+        # The last of them ended between the read above and the pause: read them again.
+
+
+def member_outcome(child: AgentRun) -> dict[str, Any]:
+    """What an ended member's run answers the run that asked it: data for its model, never an instruction.
+    `answered` with its reply; `escalated` with the reason when it did not finish, or when its last action
+    failed (denied, not found, invalid, …) — the asking model then decides what to do. Either way it says
+    whether anything took effect, what failed, and what the member (with those it asked) used."""
+    effects = _subtree_tool_steps(child)
+    took_effect: bool | None = True if any(s.took_effect for s in effects) else (
+        None if any(s.took_effect is None for s in effects) else False)
+    failed = [step for step in effects if step.failed]
+    problems = [{"tool": step.tool_name, "status": (step.result or {}).get("status"),
+                 "reason": (step.result or {}).get("reason") or step.reason}
+                for step in failed[-PROBLEMS_SHOWN:]]
+    used = tree_usage(child)
+    outcome: dict[str, Any] = {
+        "member": child.spec, "took_effect": took_effect,
+        "used": {"model_calls": used.model_calls, "tool_calls": used.tool_calls, "tokens": used.tokens},
+    }
+    own_steps = [step for step in effects if step.run_id == child.pk]
+    last_failed = bool(own_steps) and own_steps[-1].failed
+    if child.status == Status.SUCCEEDED and not last_failed:
+        outcome.update(status=ANSWERED, answer=child.reply)
+    elif child.status == Status.SUCCEEDED:
+        last = own_steps[-1]
+        outcome.update(status=ESCALATED, answer=child.reply, reason=(
+            f"The member “{child.spec}” answered, but its last action ({last.tool_name}) failed: "
+            f"{(last.result or {}).get('reason') or last.reason}"))
+    else:
+        why = child.error or f"it ended as {child.status}"
+        outcome.update(status=ESCALATED, stop_reason=child.stop_reason or child.status,
+                       reason=f"The member “{child.spec}” could not finish: {why}")
+    if problems:
+        outcome["problems"] = problems
+    return outcome
+
+
+def _subtree_tool_steps(child: AgentRun) -> list[AgentStep]:
+    """The tool steps of `child` and of every run below it, oldest first (one query per level, plus one)."""
+    ids, level = [child.pk], [child.pk]
+    while level:
+        level = list(AgentRun.objects.filter(parent_id__in=level).values_list("pk", flat=True))
+        ids.extend(level)
+    return list(AgentStep.objects.filter(run_id__in=ids, kind=Kind.TOOL_CALL).order_by("created_at", "seq"))
+
+
+def members_used(run: AgentRun) -> Usage:
+    """What `run`'s ended members (and those they asked) used: it counts inside `run`'s own limits."""
+    ended = list(AgentRun.objects.filter(parent=run).exclude(status__in=AgentRun.ACTIVE_STATUSES)
+                 .values_list("pk", flat=True))
+    return subtrees_usage(ended) if ended else Usage()
+
+
+def parent_wake(run: AgentRun) -> bool:
+    """`run` (a member's run) has ended: put the run that asked it back on the queue, if it waits for its
+    members and none of them is still at work. Returns whether it was woken; the caller works on it or
+    enqueues it. Safe to call any number of times, from anywhere (see the module's docstring for the race
+    with the parent pausing)."""
+    if run.parent_id is None:
+        return False
+    working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
+    return bool(AgentRun.objects.filter(pk=run.parent_id, status=Status.AWAITING_MEMBERS)
+                .exclude(Exists(working)).update(status=Status.QUEUED))
+
+
+def parents_due() -> list[int]:
+    """Runs waiting for members none of which is still at work (their wake was lost with a worker, or a
+    child was ended by the sweeper): the sweeper's to put back on the queue. Normally none."""
+    working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
+    due = list(AgentRun.objects.filter(status=Status.AWAITING_MEMBERS).exclude(Exists(working))
+               .values_list("pk", flat=True)[:100])
+    return [pk for pk in due if AgentRun.objects.filter(pk=pk, status=Status.AWAITING_MEMBERS)
+            .exclude(Exists(working)).update(status=Status.QUEUED)]

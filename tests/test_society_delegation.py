@@ -1,0 +1,194 @@
+"""A run hands work to members through the real socket, worker and database: the member works as the same
+person under its own spec, its answer (or why it could not go on) comes back to the run that asked it as
+data, an approval it needs reaches the person's panel naming it, and stopping or signing out ends the tree.
+
+The society is the test settings' own (tests/settings.py): `test-asker` may ask `test-reader` (restricted),
+`test-clerk` (task writes, deletes with approval) and `test-keeper` (projects; it may ask the clerk). Every
+spec's model is the fake provider, which answers the calls in the order they are made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from channels.testing import WebsocketCommunicator
+
+from assistant.models import AgentChat, AgentRun, AgentStep
+from config.asgi import application
+from registry.models import AgentProfile
+from tests.conftest import WorkerProcess, wait_for_run
+from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
+from tests.sockets import connect, receive_until
+from tracker.models import Project, Task
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}
+FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
+
+
+def top_ended(events: list[Any] | None = None) -> Callable[[dict[str, Any]], bool]:
+    """The end of the top run (a member's end names the run that asked it)."""
+    return lambda event: event["type"] in ENDED and "parent_run_id" not in event
+
+
+def asker_chat(user: Any) -> AgentChat:
+    return AgentChat.objects.create(owner=user, spec="test-asker")
+
+
+def the_tree(top_id: int) -> tuple[AgentRun, list[AgentRun]]:
+    top = AgentRun.objects.get(pk=top_id)
+    return top, list(AgentRun.objects.filter(root=top).order_by("pk"))
+
+
+def tool_steps(run: AgentRun) -> list[AgentStep]:
+    return list(run.steps.filter(kind="tool_call").order_by("seq"))
+
+
+def test_a_restricted_members_write_is_denied_and_the_asker_hears_why(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    chat = asker_chat(alice)
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-reader", {"task": "Add the task 'Sneaky' to the project Home.",
+                                                       "context": f"Home is project {home.pk}."})]),
+        openai_stream([], [("r1", "tracker_task_create", {"project": home.pk, "title": "Sneaky"})]),
+        openai_stream(["I may only read; I could not add it."]),
+        openai_stream(["The reader may not add tasks, so nothing was added."]),
+    )
+    tab = connect(alice)
+
+    async def scenario() -> list[dict[str, Any]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "add Sneaky to Home", "chat_id": chat.pk})
+        events = await receive_until(tab, top_ended(), timeout=30)
+        await tab.disconnect()
+        return events
+
+    events = asyncio.run(scenario())
+    top, members = the_tree(events[-1]["run_id"])
+    assert (top.status, top.reply) == ("succeeded", "The reader may not add tasks, so nothing was added.")
+    [reader] = members
+    assert (reader.spec, reader.parent_id, reader.depth, reader.status) == ("test-reader", top.pk, 1, "succeeded")
+    assert not Task.objects.filter(title="Sneaky").exists()
+    [denied] = tool_steps(reader)
+    assert (denied.tool_name, denied.result["status"], denied.took_effect) == ("tracker_task_create", "denied", False)
+
+    # The asker's step for the delegation: the member's answer, as an escalation naming what failed.
+    [asked] = tool_steps(top)
+    assert reader.asked_in_id == asked.pk
+    assert (asked.tool_name, asked.state, asked.result["status"], asked.took_effect) == (
+        "ask_test-reader", "finished", "escalated", False)
+    assert "tracker_task_create" in asked.result["reason"]
+    assert asked.result["problems"][0]["status"] == "denied"
+    assert asked.result["answer"] == "I may only read; I could not add it."
+    # The member was asked the task with the context passed, and nothing of the chat.
+    member_prompt = json.dumps(fake_openai.bodies[1]["messages"])
+    assert "Sneaky" in member_prompt and f"Home is project {home.pk}." in member_prompt
+    assert "add Sneaky to Home" not in member_prompt
+    # Its answer reached the asker's model as a tool result (data), never in the system prompt.
+    final = fake_openai.bodies[3]["messages"]
+    assert "escalated" in final[-1]["content"] and final[-1]["role"] == "tool"
+    assert "escalated" not in final[0]["content"]
+
+    # The panel saw the member's steps live, each naming the member and the step that asked it.
+    member_steps = [event for event in events if event["type"] == "assistant.step" and event["run_id"] == reader.pk]
+    assert member_steps and all(event["member"] == "test-reader" and event["asked_in"] == asked.pk
+                                and event["parent_run_id"] == top.pk for event in member_steps)
+    # Each run filed once, in its own spec's profile; the member's entry says who asked it.
+    [top_entry] = AgentProfile.objects.get(owner=alice, spec_name="test-asker").window
+    [reader_entry] = AgentProfile.objects.get(owner=alice, spec_name="test-reader").window
+    assert (top_entry["run_id"], reader_entry["run_id"], reader_entry["asked_by"]) == (top.pk, reader.pk, "test-asker")
+
+
+def test_a_members_approval_reaches_the_panel_naming_it_and_answers_only_its_step(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    chore = Task.objects.create(project=home, title="Old chore")
+    keep = Task.objects.create(project=home, title="Keep me")
+    chat = asker_chat(alice)
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": f"Delete the task {chore.pk}."})]),
+        openai_stream([], [("k1", "tracker_task_delete", {"pk": chore.pk})]),
+        openai_stream(["Deleted it."]),
+        openai_stream(["The clerk deleted the old chore."]),
+    )
+    tab = connect(alice)
+    other_tab = WebsocketCommunicator(application, "/ws/assistant/", headers=list(tab.scope["headers"]))
+
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "delete the old chore", "chat_id": chat.pk})
+        asked = (await receive_until(tab, lambda e: e["type"] == "assistant.confirm", timeout=30))[-1]
+        # A reload in another tab shows the same question, from the member, nested in the tree.
+        assert (await other_tab.connect())[0]
+        await other_tab.send_json_to({"type": "assistant.load", "chat_id": chat.pk})
+        loaded = (await receive_until(other_tab, lambda e: e["type"] == "assistant.messages_loaded"))[-1]
+        await tab.send_json_to({"type": "assistant.confirm", "run_id": asked["run_id"],
+                                "step_id": asked["step"]["id"], "approve": True})
+        await receive_until(tab, lambda e: e["type"] == "assistant.step" and e["step"]["id"] == asked["step"]["id"]
+                            and e["step"]["confirmation"] == "approved")
+        # The other tab answers the same card again: refused, nothing runs twice.
+        await other_tab.send_json_to({"type": "assistant.confirm", "run_id": asked["run_id"],
+                                      "step_id": asked["step"]["id"], "approve": True})
+        stale = (await receive_until(other_tab, lambda e: e["type"] == "assistant.error"))[-1]
+        events = await receive_until(tab, top_ended(), timeout=30)
+        await tab.disconnect()
+        await other_tab.disconnect()
+        return events, asked, loaded, [stale]
+
+    events, asked, loaded, [stale] = asyncio.run(scenario())
+    top, [clerk] = the_tree(events[-1]["run_id"])
+    # The card is the member's own step, and says which member asks.
+    assert (asked["run_id"], asked["member"], asked["parent_run_id"]) == (clerk.pk, "test-clerk", top.pk)
+    assert asked["step"]["tool_name"] == "tracker_task_delete"
+    assert loaded["active_run"]["id"] == top.pk and loaded["active_run"]["status"] == "awaiting_members"
+    assert loaded["pending_confirmation"]["id"] == asked["step"]["id"]
+    assert [member["id"] for member in loaded["members"]] == [clerk.pk]
+    assert loaded["members"][0]["asked_in"] == loaded["steps"][-1]["id"]
+    assert stale["code"] == "stale_confirmation"
+    assert (top.status, clerk.status, top.reply) == ("succeeded", "succeeded", "The clerk deleted the old chore.")
+    assert not Task.objects.filter(pk=chore.pk).exists() and Task.objects.filter(pk=keep.pk).exists()
+    [deleted] = tool_steps(clerk)
+    assert (deleted.confirmation, deleted.took_effect) == ("approved", True)
+    [delegated] = tool_steps(top)
+    assert (delegated.result["status"], delegated.took_effect) == ("answered", True)
+
+
+def test_stopping_the_top_run_stops_the_member_at_work(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = asker_chat(alice)
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "List my tasks slowly."})]),
+        openai_stream([f"word{i} " for i in range(60)]),
+    )
+    fake_openai._replies[-1].sse_interval = 0.2  # the member streams for 12 s
+    tab = connect(alice)
+
+    async def scenario() -> list[dict[str, Any]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "list my tasks", "chat_id": chat.pk})
+        # The member is at work: its first streamed words have arrived.
+        first = (await receive_until(tab, lambda e: e["type"] == "assistant.token" and "member" in e, timeout=30))[-1]
+        await tab.send_json_to({"type": "assistant.cancel", "run_id": first["parent_run_id"]})
+        events = await receive_until(tab, top_ended(), timeout=30)
+        await tab.disconnect()
+        return events
+
+    events = asyncio.run(scenario())
+    top, [clerk] = the_tree(events[-1]["run_id"])
+    clerk = wait_for_run(clerk.pk, *FINISHED)
+    assert (top.status, top.stop_reason, clerk.status, clerk.stop_reason) == (
+        "cancelled", "cancelled", "cancelled", "cancelled")
+    [asked] = tool_steps(top)
+    assert (asked.state, asked.result["status"]) == ("finished", "member_stopped")
+    # Each filed once in its profile, stopped as it was.
+    assert [e["run_id"] for e in AgentProfile.objects.get(owner=alice, spec_name="test-clerk").window] == [clerk.pk]
+    assert [e["run_id"] for e in AgentProfile.objects.get(owner=alice, spec_name="test-asker").window] == [top.pk]
