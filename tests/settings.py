@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from config.settings import *  # noqa: F403
 from config.settings import INSTALLED_APPS, MIDDLEWARE
 
@@ -14,7 +16,10 @@ ROOT_URLCONF = "tests.urls"
 ASSISTANT = {
     **ASSISTANT,  # noqa: F405
     "RUNS_PER_MINUTE": 10_000,
+    # The suite's chats are the single assistant's, unless a test's server is started with ASSISTANT_SPEC.
+    "SPEC": os.environ.get("ASSISTANT_SPEC") or "default",
     "SPECS": {
+        **ASSISTANT["SPECS"],  # the site's demo society  # noqa: F405
         "test-reader": {"tools": "__all__", "permission_profile": "restricted", "model": "openai:fake-gpt",
                         "role": "Reads the tracker."},
         # A small society the worker tests hand work round in: every model is the fake provider's.

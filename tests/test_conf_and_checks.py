@@ -14,10 +14,13 @@ from assistant.conf import assistant_redis_url, assistant_settings
 
 
 def test_defaults_and_overrides() -> None:
-    assert assistant_settings.MAX_MODEL_CALLS == 8
+    # The site sets its own (a society's tree shares them); a project that sets none gets the default.
+    assert assistant_settings.MAX_MODEL_CALLS == 30
+    with override_settings(ASSISTANT={}):
+        assert assistant_settings.MAX_MODEL_CALLS == 8
     with override_settings(ASSISTANT={"MAX_MODEL_CALLS": 3}):
         assert assistant_settings.MAX_MODEL_CALLS == 3
-    assert assistant_settings.MAX_MODEL_CALLS == 8
+    assert assistant_settings.MAX_MODEL_CALLS == 30
 
 
 def test_unknown_keys_are_rejected_by_name() -> None:

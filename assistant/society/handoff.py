@@ -153,7 +153,7 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
                 for step in failed[-PROBLEMS_SHOWN:]]
     used = tree_usage(child)
     outcome: dict[str, Any] = {
-        "member": child.spec, "took_effect": took_effect,
+        "member": child.spec, "child_run_id": child.pk, "took_effect": took_effect,
         "used": {"model_calls": used.model_calls, "tool_calls": used.tool_calls, "tokens": used.tokens},
     }
     own_steps = [step for step in effects if step.run_id == child.pk]

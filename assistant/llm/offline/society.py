@@ -1,0 +1,179 @@
+"""The offline demo model as a spec that may hand work to members (its `ask_<member>` tools).
+
+A request of several parts ("create a project Garden with the tasks 'water the plants' and 'buy seeds',
+then tell me my open tasks"), or one its own tools cannot do, is split into short tasks, each of one action
+("Create the project 'Garden'.", "Add the task 'water the plants' to the project 'Garden'.", "List my open
+tasks."), and each task goes to the member whose role fits it best. The members are asked in order, one
+answer at a time; tasks in a row for the same member and action (the two tasks above) are asked at once.
+When a member cannot go on, the model stops there and tells the person what was done and what was not.
+Like the rest of the demo model it keeps no state: each call works the plan out again from the messages.
+
+Requests it splits: parts joined by "then", "and then", "after that" or ";"; "a project P with the tasks
+'a' and 'b'" (a project, then a task each); "tell me", "show me", "give me" and "what are" ask for a list.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from ..types import ToolCall, ToolSpec
+from .text import Request, action_of, quoted_parts, read_request, stems
+
+#: How the product names a delegation tool (assistant/society/offer.py): `ask_<member>`.
+_ASK = "ask_"
+_ROLE = re.compile(r"“[^”]*”: (?P<role>.*?)\. It works with its own tools", re.DOTALL)
+_PARTS = re.compile(r"\s*(?:[,;]\s*(?:and\s+)?then\b|[,;]?\s+and\s+then\b|\bthen\b|[,;]?\s*after that\b|;)\s*",
+                    re.IGNORECASE)
+_LIST_ASKED = re.compile(r"^(?:please\s+)?(?:tell me|show me|give me|what are)\s+", re.IGNORECASE)
+_PROJECT_WITH_TASKS = re.compile(
+    r"^(?:please\s+)?(?:create|make|add|start|set up)\s+(?:a\s+|the\s+)?(?:new\s+)?project\s+"
+    r"(?P<name>'[^']+'|\"[^\"]+\"|“[^”]+”|[\w-]+)\s+with\s+(?:the\s+)?tasks?\s+(?P<tasks>.+)$",
+    re.IGNORECASE,
+)
+#: Below this a member's role does not fit a task at all.
+MIN_FIT = 3
+
+
+@dataclass(frozen=True)
+class Seat:
+    """A member the model may ask: its tool, and what its role says it does."""
+
+    tool: ToolSpec
+    name: str
+    stems: frozenset[str]
+    actions: frozenset[str]
+
+
+def is_delegation(tool: ToolSpec) -> bool:
+    return tool.name.startswith(_ASK) and "task" in (tool.parameters.get("properties") or {})
+
+
+def _seat(tool: ToolSpec) -> Seat:
+    found = _ROLE.search(tool.description)
+    role = found.group("role") if found else tool.description
+    role_stems = frozenset(stems(role))
+    return Seat(tool, tool.name[len(_ASK):], role_stems,
+                frozenset(action for word in role_stems if (action := action_of(word)) is not None))
+
+
+def split_request(text: str) -> list[str]:
+    """The request as tasks of one action each, in the order asked."""
+    tasks: list[str] = []
+    for part in (piece.strip(" ,.;") for piece in _PARTS.split(text)):
+        if not part:
+            continue
+        part = _LIST_ASKED.sub("list ", part)
+        with_tasks = _PROJECT_WITH_TASKS.match(part)
+        if with_tasks:
+            name = with_tasks.group("name").strip("'\"“”")
+            tasks.append(f"Create the project '{name}'.")
+            tasks.extend(f"Add the task '{title}' to the project '{name}'."
+                         for title in quoted_parts(with_tasks.group("tasks")))
+            continue
+        tasks.append(part[:1].upper() + part[1:] + ("" if part.endswith((".", "?", "!")) else "."))
+    return tasks
+
+
+def _fit(seat: Seat, request: Request) -> int:
+    """How well the member's role fits the task: the thing it acts on, the action, other shared words."""
+    acted_on = next((name.noun for name in request.names if name.noun), None)
+    score = 4 if acted_on is not None and acted_on in seat.stems else 0
+    score += 3 if request.actions & seat.actions else 0
+    return score + 2 * len((request.stems & seat.stems) - {acted_on})
+
+
+def _route(tasks: list[str], seats: list[Seat]) -> tuple[list[tuple[str, Seat]], list[str]]:
+    """Each task with the member it goes to (the best fit; the registry's order breaks ties), and the
+    tasks no member fits."""
+    routed, unfit = [], []
+    today = timezone.localdate()
+    for task in tasks:
+        request = read_request(task, today=today)
+        best = max(seats, key=lambda seat: _fit(seat, request))  # max keeps the first of equals
+        if _fit(best, request) < MIN_FIT:
+            unfit.append(task)
+        else:
+            routed.append((task, best))
+    return routed, unfit
+
+
+def _batches(routed: list[tuple[str, Seat]]) -> list[list[tuple[str, Seat]]]:
+    """Tasks in a row for the same member and action are asked in one answer (their budgets are shared)."""
+    today = timezone.localdate()
+    batches: list[list[tuple[str, Seat]]] = []
+    previous: tuple[str, frozenset[str]] | None = None
+    for task, seat in routed:
+        key = (seat.name, read_request(task, today=today).actions)
+        if batches and key == previous:
+            batches[-1].append((task, seat))
+        else:
+            batches.append([(task, seat)])
+        previous = key
+    return batches
+
+
+def _answer_of(content: str) -> dict[str, Any]:
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return {"status": "answered", "answer": content}
+    return value if isinstance(value, dict) else {"status": "answered", "answer": str(value)}
+
+
+def delegate(text: str, made: Sequence[ToolCall], results: Mapping[str | None, str], tools: Sequence[ToolSpec],
+             next_id: int) -> tuple[str, list[ToolCall]] | None:
+    """The next step of handing `text` round the members: calls to make, a wait ("", []), or the reply.
+    None when the request is one task no member fits (the model then tries its own tools)."""
+    seats = [_seat(tool) for tool in tools if is_delegation(tool)]
+    if not seats:
+        return None
+    tasks = split_request(text)
+    routed, unfit = _route(tasks, seats)
+    if unfit:
+        if len(tasks) == 1:
+            return None
+        names = ", ".join(seat.name for seat in seats)
+        return (f"None of the members I can ask ({names}) can do this part: “{unfit[0]}”. "
+                "I did nothing; ask for it another way, or on its own."), []
+    heard: list[tuple[str, Seat, dict[str, Any]]] = []
+    for batch in _batches(routed):
+        calls: list[ToolCall] = []
+        waiting = False
+        for task, seat in batch:
+            previous = next((call for call in made if call.name == seat.tool.name
+                             and call.arguments.get("task") == task), None)
+            if previous is None:
+                calls.append(ToolCall(f"call_offline_{next_id + len(calls)}", seat.tool.name, {"task": task}))
+            elif previous.id not in results:
+                waiting = True
+            else:
+                heard.append((task, seat, _answer_of(results[previous.id])))
+        if calls:
+            return "", calls
+        if waiting:
+            return "", []
+        failed = next((answer for answer in heard if answer[2].get("status") != "answered"), None)
+        if failed is not None:
+            return _reply(heard, stopped=failed), []
+    return _reply(heard), []
+
+
+def _reply(heard: list[tuple[str, Seat, dict[str, Any]]],
+           stopped: tuple[str, Seat, dict[str, Any]] | None = None) -> str:
+    lines = []
+    for task, seat, answer in heard:
+        if stopped is not None and answer is stopped[2]:
+            continue
+        said = str(answer.get("answer") or answer.get("reason") or "").strip()
+        lines.append(f"**{seat.name}** — {task}\n\n{said}")
+    if stopped is not None:
+        task, seat, answer = stopped
+        reason = str(answer.get("reason") or "it could not go on")
+        lines.append(f"I stopped there: {seat.name} could not do “{task}” ({reason}). Nothing after it was tried.")
+    return "\n\n".join(lines)

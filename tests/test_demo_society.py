@@ -1,0 +1,80 @@
+"""The site's demo society with the offline demo model, on a fresh machine with no key: the orchestrator
+splits a request of several parts into tasks, hands each to the member whose role fits it, and tells the
+person what each did — through the real worker and database, every member under its own spec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from assistant.models import AgentChat, AgentRun
+from assistant.services import chat_send
+from registry.models import AgentProfile
+from tests.conftest import WorkerProcess, wait_for_run
+from tracker.models import Project, Task
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
+GARDEN = "create a project Garden with the tasks 'water the plants' and 'buy seeds', then tell me my open tasks"
+
+
+def ask_orchestrator(user: Any, text: str) -> AgentRun:
+    chat = AgentChat.objects.create(owner=user, spec="orchestrator")
+    return wait_for_run(chat_send(user=user, content=text, chat_id=chat.pk).run.pk, *FINISHED, timeout=60)
+
+
+def test_the_demo_model_hands_each_part_of_a_request_to_its_member(alice: Any, celery_worker: WorkerProcess) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    Task.objects.create(project=home, title="Fix the tap")
+
+    top = ask_orchestrator(alice, GARDEN)
+
+    assert top.status == "succeeded", top.error
+    members = list(AgentRun.objects.filter(root=top).order_by("pk"))
+    assert [(run.spec, run.task, run.status) for run in members] == [
+        ("keeper", "Create the project 'Garden'.", "succeeded"),
+        ("clerk", "Add the task 'water the plants' to the project 'Garden'.", "succeeded"),
+        ("clerk", "Add the task 'buy seeds' to the project 'Garden'.", "succeeded"),
+        ("reader", "List my open tasks.", "succeeded"),
+    ]
+    garden = Project.objects.get(owner=alice, name="Garden")
+    assert sorted(garden.tasks.values_list("title", flat=True)) == ["buy seeds", "water the plants"]
+    # The orchestrator changed nothing itself: every effect is a member's, each under its own tools.
+    assert not top.steps.filter(kind="tool_call").exclude(tool_name__startswith="ask_").exists()
+    # The two tasks for the clerk were asked in one answer.
+    asked = list(top.steps.filter(kind="tool_call").order_by("seq"))
+    clerk_steps = [step for step in asked if step.tool_name == "ask_clerk"]
+    assert len({step.call_id for step in clerk_steps}) == 2
+    assert len({step.result["child_run_id"] for step in clerk_steps}) == 2
+    # The reply tells the person what each member did, the open tasks last.
+    assert "Garden" in top.reply and "water the plants" in top.reply and "Fix the tap" in top.reply
+    assert top.reply.index("keeper") < top.reply.index("reader")
+    # Every run filed once in its own spec's profile.
+    window = {profile.spec_name: [entry["run_id"] for entry in profile.window]
+              for profile in AgentProfile.objects.filter(owner=alice)}
+    assert window == {"orchestrator": [top.pk], "keeper": [members[0].pk],
+                      "clerk": sorted([members[1].pk, members[2].pk]), "reader": [members[3].pk]}
+
+
+def test_a_single_request_goes_to_the_one_member_for_it(alice: Any, celery_worker: WorkerProcess) -> None:
+    Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+
+    top = ask_orchestrator(alice, "list my open tasks")
+
+    assert top.status == "succeeded", top.error
+    [reader] = AgentRun.objects.filter(root=top)
+    assert (reader.spec, reader.status) == ("reader", "succeeded")
+    assert "Fix the tap" in top.reply
+
+
+def test_a_members_failure_stops_the_plan_and_says_what_was_not_done(alice: Any, celery_worker: WorkerProcess) -> None:
+    # No project "Attic": the clerk cannot add a task to it, so listing afterwards is not tried.
+    top = ask_orchestrator(alice, "add the task 'sweep' to the project 'Attic', then tell me my open tasks")
+
+    assert top.status == "succeeded", top.error
+    [clerk] = AgentRun.objects.filter(root=top)
+    assert clerk.spec == "clerk"
+    assert "I stopped there" in top.reply and "Attic" in top.reply
+    assert not Task.objects.filter(title="sweep").exists()
