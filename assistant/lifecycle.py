@@ -8,6 +8,7 @@ and ends here the same way.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from assistant.events import publish_to_user
 from assistant.models import AgentChat, AgentRun, AgentStep, step_counts
 from assistant.payloads import run_event, run_payload, step_payload
 from assistant.run_profile import run_intent, run_profile_record
+from assistant.signals import request_cancel
 from assistant.society.members import member
 from assistant.turn.lease import LeaseLost
 
@@ -265,7 +267,26 @@ def _run_close(
         step.save(update_fields=["state", "took_effect", "reason", "result"])
         publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
     run_profile_record(run, steps)
+    if status != AgentRun.Status.SUCCEEDED:
+        _members_stop(run, status=status, stop_reason=stop_reason, error=error)
     return run
+
+
+def _members_stop(run: AgentRun, *, status: str, stop_reason: str, error: str) -> None:
+    """A run that ended without its answer takes the members still working for it along: no member works
+    for a request that is over. A waiting or queued one ends as its asker did; a working one is asked to
+    stop, and stops at its next step saying why its top run ended. Those a Stop or a sign-out reaches
+    themselves have ended before their asker does (members first), and are not touched again."""
+    for below in reversed(run_descendants(run, active=True)):
+        if below.status == AgentRun.Status.RUNNING:
+            AgentRun.objects.filter(pk=below.pk).update(cancel_requested=True)
+            transaction.on_commit(functools.partial(request_cancel, below.pk))
+        else:
+            _run_close(run=below, status=status, stop_reason=stop_reason, error=error, reply="", steps=None,
+                       holder=None)
+            publish_to_user(below.owner_id, run_event("assistant.cancelled" if status == AgentRun.Status.CANCELLED
+                                                      else "assistant.reply_failed", below, error=error,
+                                                      run=run_payload(below)))
 
 
 def chat_activity_record(*, chat_id: int, at: datetime) -> None:

@@ -18,11 +18,12 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from assistant.models import AgentChat, AgentRun, AgentStep
+from assistant.services import chat_send
 from config.asgi import application
 from registry.models import AgentProfile
-from tests.conftest import WorkerProcess, wait_for_run
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
-from tests.sockets import connect, receive_until
+from tests.sockets import ORIGIN, connect, receive_until, signed_in_client
 from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
@@ -192,3 +193,84 @@ def test_stopping_the_top_run_stops_the_member_at_work(
     # Each filed once in its profile, stopped as it was.
     assert [e["run_id"] for e in AgentProfile.objects.get(owner=alice, spec_name="test-clerk").window] == [clerk.pk]
     assert [e["run_id"] for e in AgentProfile.objects.get(owner=alice, spec_name="test-asker").window] == [top.pk]
+
+
+def test_signing_out_stops_the_member_at_work_and_the_run_that_asked_it(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = asker_chat(alice)
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "List my tasks slowly."})]),
+        openai_stream([], [("k1", "tracker_task_list", {})]),
+        openai_stream([f"word{i} " for i in range(60)]),
+    )
+    fake_openai._replies[-1].sse_interval = 0.2
+    browser = signed_in_client(alice)
+    cookie = (b"cookie", f"sessionid={browser.cookies['sessionid'].value}".encode())
+    tab = WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
+
+    async def scenario() -> dict[str, Any]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "list my tasks", "chat_id": chat.pk})
+        return (await receive_until(tab, lambda e: e["type"] == "assistant.token" and "member" in e, timeout=30))[-1]
+
+    first = asyncio.run(scenario())
+    browser.logout()  # the person signs out in another tab of the same browser session
+    top = wait_for_run(first["parent_run_id"], *FINISHED)
+    clerk = wait_for_run(first["run_id"], *FINISHED)
+    assert (top.status, top.stop_reason) == ("cancelled", "session_ended")
+    assert (clerk.status, clerk.stop_reason) == ("cancelled", "session_ended")
+    # Neither acts for anybody any more: the sealed session went with each run's end.
+    assert (bytes(top.session_sealed), bytes(clerk.session_sealed)) == (b"", b"")
+    assert tool_steps(top)[0].result["status"] == "member_stopped"
+
+
+def test_a_member_cannot_ask_a_spec_already_on_its_path(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = asker_chat(alice)
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-keeper", {"task": "Ask the asker to do it."})]),
+        # The keeper may ask the clerk; the asker above it is not offered, whatever its model calls.
+        openai_stream([], [("k1", "ask_test-asker", {"task": "Do it yourself."})]),
+        openai_stream(["I could not hand it back."]),
+        openai_stream(["Nobody did it."]),
+    )
+    sent = chat_send(user=alice, content="go round in a circle", chat_id=chat.pk)
+    top = wait_for_run(sent.run.pk, *FINISHED)
+    [keeper] = AgentRun.objects.filter(root=top)
+    assert (top.status, keeper.status) == ("succeeded", "succeeded")
+    [refused] = tool_steps(keeper)
+    assert (refused.tool_name, refused.took_effect) == ("ask_test-asker", False)
+    assert refused.result["status"] in AgentStep.FAILED_OUTCOMES
+    # Nothing was started for it: the tree is the asker and the keeper.
+    assert AgentRun.objects.filter(chat=chat).count() == 2
+    offered = {tool["function"]["name"] for tool in fake_openai.bodies[1]["tools"]}
+    assert "ask_test-clerk" in offered and "ask_test-asker" not in offered
+
+
+def test_members_asked_at_once_share_a_small_token_budget_and_the_tree_stays_within_it(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = asker_chat(alice)
+    budget, each_call = 300, (40, 10)
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "List tasks, again and again."}),
+                           ("a2", "ask_test-reader", {"task": "List tasks, again and again."})], usage=each_call),
+        # Whichever member asks first gets the next of these: each keeps listing until its share is spent.
+        *[openai_stream([], [(f"l{i}", "tracker_task_list", {"search": f"s{i}"})], usage=each_call) for i in range(4)],
+        openai_stream(["Both members ran out of budget."], usage=each_call),
+    )
+    with assistant_settings_with(MAX_TOKENS_PER_RUN=budget):
+        sent = chat_send(user=alice, content="list in parallel", chat_id=chat.pk)
+    top = wait_for_run(sent.run.pk, *FINISHED)
+    members = list(AgentRun.objects.filter(root=top))
+    assert top.status == "succeeded", top.error
+    assert sorted(member.spec for member in members) == ["test-clerk", "test-reader"]
+    # Reserved before either started: together no more than what the asker had left.
+    assert sum(member.config["max_tokens_per_run"] for member in members) <= budget - sum(each_call)
+    assert all((member.status, member.stop_reason) == ("failed", "max_tokens") for member in members)
+    used = sum(step.prompt_tokens + step.completion_tokens
+               for step in AgentStep.objects.filter(run__in=[top, *members]))
+    assert used <= budget
+    assert {step.result["status"] for step in tool_steps(top)} == {"escalated"}

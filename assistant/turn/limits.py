@@ -48,6 +48,13 @@ class Limits:
         if tokens >= token_limit:
             raise StopRun(Status.FAILED, "max_tokens",
                           f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
+        # The next call sends at least what the last one did (the conversation only grows): one that would
+        # pass the budget is not made, so a run (and a tree, whose members share it) stays within it.
+        last = next((step for step in reversed(steps) if step.kind == Kind.MODEL_CALL), None)
+        if last is not None and tokens + last.prompt_tokens + last.completion_tokens > token_limit:
+            raise StopRun(Status.FAILED, "max_tokens",
+                          f"The assistant stopped: another model call would pass its budget of {token_limit} "
+                          "tokens for one request.")
 
     def before_tool_call(self, steps: list[AgentStep], name: str, arguments: dict[str, Any], *,
                          also_starting: int = 0) -> None:

@@ -226,11 +226,20 @@ class Turn:
     def _check_cancel(self) -> None:
         now = time.monotonic()
         if self.heartbeat.cancelled.is_set():
-            raise StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
+            raise self._stopped()
         if now >= self._next_cancel_check:
             self._next_cancel_check = now + CANCEL_CHECK_SECONDS
             if signals.cancel_requested(self.run.pk):
-                raise StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
+                raise self._stopped()
+
+    def _stopped(self) -> StopRun:
+        """Why this run was asked to stop: the person's Stop, or — for a member — the end of its top run
+        (a sign-out ends the request, and says so at every depth)."""
+        if self.is_member and self.run.root_id is not None:
+            top = AgentRun.objects.filter(pk=self.run.root_id).values_list("stop_reason", "error").first()
+            if top is not None and top[0] == SESSION_ENDED:
+                return StopRun(Status.CANCELLED, SESSION_ENDED, top[1])
+        return StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
 
     def _on_delta(self, delta: str) -> None:
         if not self.heartbeat.holds():
@@ -487,7 +496,7 @@ class Turn:
                 return
             self.journal.succeed(self.user, reply)
         except CancelledBeforeEnd:
-            self._stop(StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU))
+            self._stop(self._stopped())
             return
         # The reply leaves before the bookkeeping below starts competing with it for the interpreter.
         publisher.flush(timeout=1.0)

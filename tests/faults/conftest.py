@@ -23,6 +23,8 @@ from tests.faults.stack import Daphne, Socket, Valkey, Worker
 # Every connection the stack's processes open carries this name, so a test can end exactly those.
 APPLICATION_NAME = "assistant-fault-stack"
 FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
+#: The fault stack's specs that hand work round, each with a script of its own.
+MEMBER_SPECS = ("fault-asker", "fault-member")
 
 
 class Stack:
@@ -33,6 +35,8 @@ class Stack:
         self.valkey = Valkey(directory / "valkey")
         self.script_path = directory / "script.json"
         self.script_path.write_text("[]")
+        for spec in MEMBER_SPECS:
+            self.script_for(spec)
         parts = urlsplit(database_url)
         query = "&".join(filter(None, [parts.query, f"application_name={APPLICATION_NAME}"]))
         self.env = {
@@ -64,6 +68,10 @@ class Stack:
     def script(self, *entries: dict[str, Any]) -> None:
         """What the model answers in every run sent from now on (each run replays it from the start)."""
         self.script_path.write_text(json.dumps(list(entries)))
+
+    def script_for(self, spec: str, *entries: dict[str, Any]) -> None:
+        """What the model of `spec` (one of MEMBER_SPECS, tests/faults/settings.py) answers from now on."""
+        (self.directory / f"{spec}.json").write_text(json.dumps(list(entries)))
 
     def socket(self, user: Any) -> Socket:
         return Socket(self.daphne.port, session_cookie(user)).connect()

@@ -4,7 +4,20 @@ instead of ten or thirty."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from tests.settings import *  # noqa: F403
 from tests.settings import ASSISTANT
 
 ASSISTANT = {**ASSISTANT, "LEASE_SECONDS": 3.0, "SWEEP_INTERVAL_SECONDS": 0.5, "QUEUED_GRACE_SECONDS": 2.0}
+
+# A run that asks a member, each with its own script beside the stack's (see Stack.script_for).
+_SCRIPTS = Path(os.environ.get("ASSISTANT_MODEL", "scripted:script.json").removeprefix("scripted:")).parent
+ASSISTANT["SPECS"] = {
+    **ASSISTANT["SPECS"],
+    "fault-asker": {"tools": ["test_record_effect"], "permission_profile": "standard", "role": "Asks the member.",
+                    "model": f"scripted:{_SCRIPTS / 'fault-asker.json'}", "delegates": ["fault-member"]},
+    "fault-member": {"tools": ["test_record_effect", "test_slow_effect"], "permission_profile": "standard",
+                     "role": "Records effects, some slowly.", "model": f"scripted:{_SCRIPTS / 'fault-member.json'}"},
+}

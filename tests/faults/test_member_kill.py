@@ -1,0 +1,59 @@
+"""The worker is SIGKILLed (with its pool) while a member the run asked is in the middle of a tool call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from assistant.models import AgentChat, AgentRun, AgentStep
+from registry.models import AgentProfile
+from tests.conftest import wait_for
+from tests.faults.conftest import Stack, assert_one_reply
+from tests.testapp.models import Effect
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_worker_killed_inside_a_member_finishes_the_tree_with_every_effect_once(alice: Any, stack: Stack) -> None:
+    stack.script_for(
+        "fault-asker",
+        {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "asker"}}]},
+        {"tool_calls": [{"name": "ask_fault-member", "arguments": {"task": "Record three things."}}]},
+        {"text": "The member finished."},
+    )
+    stack.script_for(
+        "fault-member",
+        {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "member-before"}}]},
+        {"tool_calls": [{"name": "test_slow_effect", "arguments": {"label": "member-during", "seconds": 5}}]},
+        {"text": "Recorded what I could."},
+    )
+    AgentChat.objects.create(owner=alice, spec="fault-asker")
+    page = stack.socket(alice)
+    top_id = page.send_message("ask the member")["run_id"]
+    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
+                                              state="started").exists(),
+             timeout=20, what="the member's slow tool to start")
+
+    stack.worker.kill()
+    stack.worker.start()
+    top = stack.wait_for_run(top_id, timeout=40)
+
+    assert_one_reply(top, "The member finished.")
+    [member] = AgentRun.objects.filter(root_id=top_id)
+    assert (member.status, member.reply, member.attempts) == ("succeeded", "Recorded what I could.", 2)
+    # Every effect once: the completed ones were not redone, the one cut short died with its transaction.
+    assert [Effect.objects.filter(label=label).count() for label in ("asker", "member-before", "member-during")] == [
+        1, 1, 0]
+    interrupted = member.steps.get(tool_name="test_slow_effect")
+    assert (interrupted.result["status"], interrupted.took_effect) == ("unknown", None)
+    # The asker heard the member's answer, with its uncertain step among what it did.
+    asked = top.steps.get(tool_name="ask_fault-member")
+    assert (asked.result["status"], asked.result["child_run_id"]) == ("escalated", member.pk)
+    assert asked.took_effect is True
+    # Each run filed once, in its own spec's profile.
+    windows = {profile.spec_name: [entry["run_id"] for entry in profile.window]
+               for profile in AgentProfile.objects.filter(owner=alice)}
+    assert windows == {"fault-asker": [top.pk], "fault-member": [member.pk]}
+    stack.assert_all_alive()
+    page.close()
