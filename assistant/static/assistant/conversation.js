@@ -13,6 +13,14 @@
   // How long a missing event number may stay missing before it counts as lost: events from different
   // processes can arrive slightly out of order (docs/protocol.md, "Event numbers").
   var GAP_WAIT_MS = 1500;
+  // A member's run in words, after "Steps of <member>: ".
+  var MEMBER_STATES = { working: "working…", answered: "answered", failed: "could not finish", stopped: "stopped",
+                        ended: "ended" };
+  // A member run's status (in `members` and `runs`) as the state its nested block shows.
+  var MEMBER_ENDS = { succeeded: "answered", failed: "failed", timed_out: "failed", cancelled: "stopped" };
+  // A delegation step's outcome as its member's state, once the run that asked it heard back.
+  var DELEGATION_ENDS = { answered: "answered", escalated: "failed", member_stopped: "stopped" };
+  var MEMBER_RANK = { working: 0, ended: 1, answered: 2, failed: 3, stopped: 3 };
   var EMPTY_TEXT = "Ask the assistant to find or change things in this app for you. It acts as you, and shows every step it takes.";
   // Steps already reported to the page as "assistant:changed", by step id: once each, even with two surfaces.
   var reportedChanges = {};
@@ -86,7 +94,11 @@
     this.chatId = null;
     this.newChat = false;        // the next send starts a new chat
     this.activeRun = null;       // a run that works now: the button is Stop
-    this.runs = {};              // run id -> {node, list, count, rows: {seq: element}, cards: {seq: element}, draft}
+    // run id -> {node, list, count, rows: {seq: element}, cards: {seq: element}, draft}; a member's run (one
+    // another run handed work to) also has member, parentId, rootId, askedIn and state, and its node sits in
+    // its parent's list, right under the step that asked it.
+    this.runs = {};
+    this.heard = {};             // delegation step id -> its member's state, once the asking run heard back
     this.messages = {};          // message id -> message payload
     this.tools = {};             // tool name -> {name, description, destructive}, from assistant.confirm
     this.mySends = {};           // request ids of this tab's sends: their chat becomes this tab's chat
@@ -373,43 +385,178 @@
     return run;
   };
 
+  // A run's summary line counts its own steps (a member's are counted in the member's own line); it waits
+  // for the person's approval when it or a member it asked does.
   Conversation.prototype.countSteps = function (run) {
-    var finished = run.list.querySelectorAll(".assistant-step").length;
-    var failed = run.list.querySelectorAll(".assistant-step.is-failed").length;
-    var working = run.list.querySelector(".assistant-thinking");
+    var finished = run.list.querySelectorAll(":scope > .assistant-step").length;
+    var failed = run.list.querySelectorAll(":scope > .assistant-step.is-failed").length;
+    var working = run.list.querySelector(":scope > .assistant-thinking");
+    var waiting = !!run.list.querySelector(".assistant-confirm");
     var text = finished + (finished === 1 ? " step" : " steps") + (failed ? ", " + failed + " failed" : "");
-    if (Object.keys(run.cards).length) run.summary.textContent = "Waiting for your approval (" + text + ")";
+    if (run.member) {
+      var state = waiting ? "waiting for your approval" : MEMBER_STATES[run.state] || MEMBER_STATES.ended;
+      run.summary.textContent = "Steps of " + run.member + ": " + state + " (" + text + ")";
+      run.node.classList.toggle("is-working", !run.ended);
+      run.node.classList.toggle("is-failed", run.state === "failed");
+    } else if (waiting) run.summary.textContent = "Waiting for your approval (" + text + ")";
     else run.summary.textContent = working ? "Working… (" + text + ")" : text;
+  };
+
+  // A run's line and those of the runs above it: a member's question is theirs to wait on too.
+  Conversation.prototype.countUp = function (run) {
+    for (var seen = 0; run && seen < 32; seen += 1) {
+      this.countSteps(run);
+      run = run.member ? this.runs[run.parentId] : null;
+    }
   };
 
   Conversation.prototype.showStep = function (step, live) {
     var run = this.run(step.run_id);
     var tool = this.tools[step.tool_name];
     var row = run.rows[step.seq];
+    // A member's streamed text was its model call's: the step that call made now stands for it.
+    if (run.member && run.draft && step.kind === "model_call") { run.draft.remove(); run.draft = null; }
     if (!row) {
       row = run.rows[step.seq] = Steps.render(step, tool);
+      row.dataset.stepId = step.id;
       var before = null;
       Object.keys(run.rows).forEach(function (seq) {
         if (Number(seq) > step.seq && (!before || Number(before.dataset.seq) > Number(seq))) before = run.rows[seq];
       });
-      run.list.insertBefore(row, before || run.list.querySelector(".assistant-thinking"));
+      run.list.insertBefore(row, before || this.listEnd(run));
+      this.adoptMembers(step.id, row);
     } else {
       Steps.render(step, tool, row);
     }
+    var root = this.rootOf(step.run_id);
     var waiting = step.state === "awaiting_confirmation" && !step.confirmation;
     if (waiting) {
       this.askToConfirm(step, run, row);
       // Waiting for the person: a new message may replace the question, so the input works and says Send.
-      if (this.activeRun === step.run_id || this.activeRun === null) this.setActive(null);
-    } else if (run.cards[step.seq]) {
-      var card = run.cards[step.seq];
-      var hadFocus = card.contains(document.activeElement);
-      card.remove();
-      delete run.cards[step.seq];
-      if (hadFocus) this.input.focus();
+      if (this.activeRun === root || this.activeRun === null) this.setActive(null);
+    } else {
+      if (run.cards[step.seq]) {
+        var card = run.cards[step.seq];
+        var hadFocus = card.contains(document.activeElement);
+        card.remove();
+        delete run.cards[step.seq];
+        if (hadFocus) this.input.focus();
+      }
+      // Answered (here or in another tab) and at work again: the button stops it.
+      var top = this.runs[root];
+      if (live && step.state !== "finished" && this.activeRun === null && top && !top.past && !top.ended) {
+        this.setActive(root);
+      }
     }
-    this.countSteps(run);
-    if (live && step.kind === "tool_call" && step.state === "finished") this.announce(Steps.text(step, tool));
+    if (Steps.isDelegation(step) && step.state === "finished") {
+      // The run that asked heard back: its member is done, however its own events (if any) said it ended.
+      this.heard[step.id] = DELEGATION_ENDS[(step.result || {}).status] || "ended";
+      var asked = this.memberAskedIn(step.id);
+      if (asked) this.finishMember(asked.id, this.heard[step.id]);
+    }
+    this.countUp(run);
+    if (live && step.kind === "tool_call" && step.state === "finished") {
+      this.announce((run.member ? run.member + ": " : "") + Steps.text(step, tool));
+    }
+  };
+
+  // Where a run's next step goes: before its "Working" mark and a member's streaming draft, if any.
+  Conversation.prototype.listEnd = function (run) {
+    return run.list.querySelector(":scope > .assistant-member-draft") ||
+      run.list.querySelector(":scope > .assistant-thinking");
+  };
+
+  // The top run of `runId`'s tree (itself for a top run).
+  Conversation.prototype.rootOf = function (runId) {
+    var run = this.runs[runId];
+    return run && run.member && run.rootId ? run.rootId : runId;
+  };
+
+  Conversation.prototype.memberAskedIn = function (stepId) {
+    var self = this;
+    var id = Object.keys(this.runs).filter(function (key) { return self.runs[key].askedIn === stepId; })[0];
+    return id === undefined ? null : this.runs[id];
+  };
+
+  // --- Members: the runs another run handed work to, nested under the step that asked each ---------------
+
+  // The nested block of a member's run, made the first time the run is heard of. `info` is an event about
+  // it (run_id, member, parent_run_id, root_run_id, asked_in) or its Run payload (id, …).
+  Conversation.prototype.memberRun = function (info, options) {
+    var runId = info.run_id !== undefined ? info.run_id : info.id;
+    var run = this.runs[runId];
+    if (run) return run;
+    var past = !!(options && options.past);
+    var node = el("details", "assistant-member");
+    node.dataset.runId = runId;
+    node.dataset.askedIn = info.asked_in;
+    node.open = !past;
+    var summary = node.appendChild(el("summary", "assistant-member-summary"));
+    var list = node.appendChild(el("div", "assistant-run-steps-list assistant-member-list"));
+    run = this.runs[runId] = {
+      id: runId, node: node, summary: summary, list: list, count: 0, rows: {}, cards: {}, draft: null, past: past,
+      member: info.member, parentId: info.parent_run_id, rootId: info.root_run_id || info.parent_run_id,
+      askedIn: info.asked_in, state: "working", ended: false,
+    };
+    if (!past) list.appendChild(el("span", "assistant-thinking", "Working"));
+    this.placeMember(run);
+    this.countUp(run);
+    return run;
+  };
+
+  // Right under the parent's step that asked it; at the end of the parent's steps until that step is drawn.
+  Conversation.prototype.placeMember = function (run) {
+    var parent = this.runs[run.parentId] || this.runs[run.rootId] || this.run(run.rootId);
+    var asking = run.askedIn !== undefined && run.askedIn !== null &&
+      parent.list.querySelector('.assistant-step[data-step-id="' + run.askedIn + '"]');
+    if (asking) asking.parentNode.insertBefore(run.node, asking.nextSibling);
+    else parent.list.insertBefore(run.node, parent.list.querySelector(":scope > .assistant-thinking"));
+  };
+
+  // A step just drawn may be the one a member placed before it was asked for.
+  Conversation.prototype.adoptMembers = function (stepId, row) {
+    var self = this;
+    Object.keys(this.runs).forEach(function (key) {
+      var run = self.runs[key];
+      if (run.member && run.askedIn === stepId && row.nextSibling !== run.node) {
+        row.parentNode.insertBefore(run.node, row.nextSibling);
+      }
+    });
+  };
+
+  // A member's Run payload with its steps (from `members` or `runs`).
+  Conversation.prototype.showMember = function (payload, past) {
+    var self = this;
+    var run = this.memberRun(payload, { past: past });
+    (payload.steps || []).forEach(function (step) { self.showStep(step, false); });
+    if (MEMBER_ENDS[payload.status]) this.finishMember(run.id, MEMBER_ENDS[payload.status]);
+    return run;
+  };
+
+  // A member's streamed text: a draft inside its block (it never becomes the chat's reply).
+  Conversation.prototype.memberDraft = function (event) {
+    var run = this.runs[event.run_id];
+    if (!run.draft) {
+      run.draft = run.list.insertBefore(el("p", "assistant-member-draft", ""),
+                                        run.list.querySelector(":scope > .assistant-thinking"));
+    }
+    run.draft.textContent += event.delta;
+  };
+
+  Conversation.prototype.finishMember = function (runId, state) {
+    var run = this.runs[runId];
+    if (!run || !run.member) return;
+    var thinking = run.list.querySelector(":scope > .assistant-thinking");
+    if (thinking) thinking.remove();
+    if (run.draft) { run.draft.remove(); run.draft = null; }
+    // The gravest word on it stands (its own end, its status, the asking step's outcome come in any order):
+    // a member that answered but whose last action failed is one that could not finish.
+    var heard = this.heard[run.askedIn];
+    [state, heard].forEach(function (said) {
+      if (said && (!run.ended || MEMBER_RANK[said] >= MEMBER_RANK[run.state])) run.state = said;
+      run.ended = true;
+    });
+    this.countUp(run);
   };
 
   Conversation.prototype.askToConfirm = function (step, run, row) {
@@ -422,9 +569,14 @@
     var self = this;
     var card = el("div", "assistant-confirm");
     card.setAttribute("role", "group");
-    card.setAttribute("aria-label", "Approval needed for step " + step.seq + ": " + Steps.humanise(step.tool_name, 0));
+    // A member's question says which member asks: the person approves it, not the assistant they spoke to.
+    var asker = run.member ? run.member + " asks: " : "";
+    card.setAttribute("aria-label", "Approval needed for step " + step.seq + (run.member ? " of " + run.member : "") +
+      ": " + Steps.humanise(step.tool_name, 0));
     card.dataset.stepId = step.id;
-    var sentence = card.appendChild(el("p", "assistant-confirm-summary", Steps.question(step, tool)));
+    var line = card.appendChild(el("p", "assistant-confirm-summary"));
+    if (asker) line.appendChild(el("span", "assistant-confirm-asker", asker));
+    var sentence = line.appendChild(el("span", null, Steps.question(step, tool)));
     sentence.setAttribute("data-confirm-summary", "");
     var details = card.appendChild(el("details", "assistant-confirm-details"));
     details.appendChild(el("summary", null, "Details"));
@@ -444,7 +596,7 @@
         approve.disabled = deny.disabled = true;
         choice.textContent = approving ? "Approving…" : "Declining…";
         self.pendingCard = { card: card, approve: approve, deny: deny };
-        self.setActive(step.run_id);
+        self.setActive(self.rootOf(step.run_id));
       });
       buttons.appendChild(choice);
     });
@@ -454,7 +606,7 @@
       approve.focus();
       card.scrollIntoView({ block: "nearest" });
     }
-    this.announce("Approval needed: " + Steps.question(step, tool));
+    this.announce("Approval needed: " + asker + Steps.question(step, tool));
   };
 
   Conversation.prototype.restoreCard = function () {
@@ -471,10 +623,17 @@
 
   Conversation.prototype.finishRun = function (runId, node) {
     var run = this.runs[runId];
+    var self = this;
     if (run) {
-      var thinking = run.list.querySelector(".assistant-thinking");
+      var thinking = run.list.querySelector(":scope > .assistant-thinking");
       if (thinking) thinking.remove();
       if (run.draft) { run.draft.remove(); run.draft = null; }
+      run.ended = true;
+      // The tree ended with it: a member whose end was not heard (a lost event) is no longer at work.
+      Object.keys(this.runs).forEach(function (key) {
+        var member = self.runs[key];
+        if (member.member && member.rootId === runId && !member.ended) self.finishMember(member.id, "ended");
+      });
       this.countSteps(run);
     }
     if (node) this.append(node);
@@ -485,6 +644,7 @@
   Conversation.prototype.reportChange = function (event) {
     var step = event.step;
     if (step.took_effect !== true || step.state !== "finished" || reportedChanges[step.id]) return;
+    if (Steps.isDelegation(step)) return;  // what its member changed was reported by the member's own steps
     reportedChanges[step.id] = true;
     document.body.dispatchEvent(new CustomEvent("assistant:changed", {
       bubbles: true,
@@ -596,12 +756,17 @@
         break;
     }
     if (event.chat_id === undefined || event.chat_id !== this.chatId) return undefined;  // another chat's
+    // An event about a member's run names the run that asked it: it belongs nested in that run's steps, and
+    // its end is the member's alone (the run that asked it goes on, and says so in its own step).
+    var member = typeof event.member === "string" && event.parent_run_id !== undefined && event.parent_run_id !== null;
+    if (member) this.memberRun(event);
     switch (event.type) {
       case "assistant.step": return this.showStep(event.step, true);
       case "assistant.confirm":
         if (event.tool && event.tool.name) this.tools[event.tool.name] = event.tool;
         return this.showStep(event.step, true);
       case "assistant.token": {
+        if (member) return this.memberDraft(event);
         var run = this.run(event.run_id);
         if (!run.draft) run.draft = this.append(el("li", "assistant-message is-assistant is-draft", ""));
         var follow = this.nearBottom();
@@ -614,12 +779,17 @@
         return this.announce("The assistant replied: " + event.message.content.slice(0, 300));
       }
       case "assistant.reply_failed": {
+        if (member) {
+          this.finishMember(event.run_id, "failed");
+          return this.announce(event.member + " could not finish: " + event.error);
+        }
         var failed = el("li", "assistant-message is-error");
         failed.appendChild(el("div", "assistant-message-body", event.error));
         this.finishRun(event.run_id, failed);
         return this.announce("The assistant could not answer: " + event.error);
       }
       case "assistant.cancelled":
+        if (member) return this.finishMember(event.run_id, "stopped");
         this.finishRun(event.run_id, el("li", "assistant-note", (event.run && event.run.error) || "Stopped."));
         return this.announce("Stopped.");
       case "assistant.thread_failed":
@@ -687,12 +857,19 @@
     var fragment = document.createDocumentFragment();
     var self = this;
     var placed = {};
+    // The member runs of each top run, parents before the members they asked (ids grow with time).
+    var trees = {};
+    Object.keys(runs).map(Number).sort(function (a, b) { return a - b; }).forEach(function (id) {
+      var root = runs[id].root_run_id;
+      if (runs[id].parent_run_id && root) (trees[root] = trees[root] || []).push(runs[id]);
+    });
     var placeRun = function (runId) {
       if (!runId || placed[runId] || !runs[runId] || self.runs[runId]) return;
       placed[runId] = true;
       var run = self.run(runId, { past: true });
       fragment.appendChild(run.node);
       (runs[runId].steps || []).forEach(function (step) { self.showStep(step, false); });
+      (trees[runId] || []).forEach(function (member) { self.showMember(member, true); });
       self.countSteps(run);
     };
     messages.forEach(function (message) {
@@ -707,6 +884,7 @@
   Conversation.prototype.load = function (state) {
     this.thread.textContent = "";
     this.runs = {};
+    this.heard = {};
     this.messages = {};
     this.chatId = state.chat ? state.chat.id : null;
     this.newChat = false;
@@ -714,7 +892,10 @@
     this.markCurrentChat();
     var active = state.active_run;
     var runs = {};
-    (state.runs || []).forEach(function (run) { if (!active || run.id !== active.id) runs[run.id] = run; });
+    (state.runs || []).forEach(function (run) {
+      // The active run and its members are drawn from `steps` and `members`, as they are now.
+      if (!active || (run.id !== active.id && run.root_run_id !== active.id)) runs[run.id] = run;
+    });
     if (!state.messages.length) this.showEmpty();
     else this.thread.appendChild(this.renderHistory(state.messages, runs));
     this.oldestId = state.messages.length ? state.messages[0].id : undefined;
@@ -727,6 +908,8 @@
       this.run(active.id);
       this.setActive(active.id);
       (state.steps || []).forEach(function (step) { self.showStep(step, false); });
+      // A member waiting for the person's answer frees the input as its top run's own question does.
+      (state.members || []).forEach(function (member) { self.showMember(member, false); });
       // A run waiting for the person's answer does not hold the input: a new message may replace it.
       if (active.status === "awaiting_confirmation") this.setActive(null);
     }

@@ -3,8 +3,9 @@
 (function () {
   "use strict";
 
-  var FAILED = ["invalid", "denied", "not_found", "error", "unknown"];
+  var FAILED = ["invalid", "denied", "not_found", "error", "unknown", "escalated", "refused"];
   var PREVIEW_CHARS = 400;
+  var EXCERPT_CHARS = 160;
 
   function el(tag, className, text) {
     var node = document.createElement(tag);
@@ -48,6 +49,9 @@
 
   // The tool's name in words, e.g. for tracker_task_create: "Create a task", "Creating a task", "Created a task".
   function humanise(name, tense) {
+    // A delegation tool names the member it asks (`ask_<member>`): its name is kept as it is.
+    var asking = /^ask_(.+)$/.exec(String(name || ""));
+    if (asking) return ["Ask ", "Asking ", "Asked "][tense] + asking[1];
     var p = parts(name);
     var pattern = VERBS[p.verb];
     if (!pattern) return capitalise((p.noun + " " + p.verb).trim()) || "A tool";
@@ -67,6 +71,41 @@
       if (messages[i] && typeof messages[i].text === "string" && messages[i].text) return messages[i].text;
     }
     return "";
+  }
+
+  function excerpt(value) {
+    var line = String(value || "").replace(/\s+/g, " ").trim();
+    return line.length > EXCERPT_CHARS ? line.slice(0, EXCERPT_CHARS - 1) + "…" : line;
+  }
+
+  // A step that handed work to a member (an `ask_<member>` call): its member works in a run of its own.
+  function isDelegation(step) {
+    return step.kind === "tool_call" && /^ask_./.test(String(step.tool_name || ""));
+  }
+
+  function memberOf(step) {
+    var result = step.result || {};
+    return typeof result.member === "string" && result.member ? result.member : String(step.tool_name).slice(4);
+  }
+
+  // A delegation in words: what the member was asked while it works, then how it answered.
+  function delegationText(step) {
+    var result = step.result || {};
+    var member = memberOf(step);
+    var reason = excerpt(result.reason || step.reason);
+    if (step.state !== "finished") return "Asked " + member + ": " + excerpt((step.arguments || {}).task);
+    switch (result.status) {
+      case "answered": return member + " answered" + (result.answer ? ": " + excerpt(result.answer) : "");
+      case "escalated": {
+        // The server's reason names the member already ("The member “x” could not finish: …").
+        var named = /^The member “[^”]*” (.*)$/.exec(reason);
+        return named ? member + " " + named[1] : member + " could not finish" + (reason ? ": " + reason : "");
+      }
+      case "member_stopped": return "Stopped before " + member + " answered";
+      case "refused":
+      case "invalid": return "Could not ask " + member + (reason ? ": " + reason : "");
+      default: return member + ": " + (reason || "no answer");
+    }
   }
 
   function readText(step) {
@@ -100,9 +139,13 @@
     if (step.kind === "model_call") {
       if (result.interrupted) return "The model was interrupted: " + (step.reason || "stopped");
       if (step.arguments && step.arguments.purpose === "summarise") return "Summarised the earlier conversation";
-      var calls = (result.tool_calls || []).map(function (call) { return humanise(call.name, WILL).toLowerCase(); });
+      var calls = (result.tool_calls || []).map(function (call) {
+        var words = humanise(call.name, WILL);
+        return /^ask_./.test(String(call.name || "")) ? words.charAt(0).toLowerCase() + words.slice(1) : words.toLowerCase();
+      });
       return calls.length ? "Decided on: " + calls.join(", ") : "Wrote the answer";
     }
+    if (isDelegation(step)) return delegationText(step);
     var what = step.summary || humanise(step.tool_name, WILL);
     if (step.state === "awaiting_confirmation") {
       if (step.confirmation === "approved") return "Approved: " + what;
@@ -127,8 +170,9 @@
     else if (step.kind === "model_call") names.push("is-model");
     if (step.state === "started" || (step.state === "awaiting_confirmation" && !step.confirmation)) names.push("is-running");
     if (step.state === "awaiting_confirmation" && step.confirmation) names.push("is-running");
+    if (isDelegation(step)) names.push("is-delegation");
     if (isFailed(step)) names.push("is-failed");
-    else if (status === "declined" || status === "not_run") names.push("is-declined");
+    else if (status === "declined" || status === "not_run" || status === "member_stopped") names.push("is-declined");
     if (step.took_effect === true) names.push("is-done");
     if (status === "data") names.push("is-read");
     return names.join(" ");
@@ -136,7 +180,8 @@
 
   function icon(step) {
     if (isFailed(step)) return "✕";
-    if ((step.result || {}).status === "declined" || (step.result || {}).status === "not_run") return "⊘";
+    var status = (step.result || {}).status;
+    if (status === "declined" || status === "not_run" || status === "member_stopped") return "⊘";
     if (step.took_effect === true) return "✓";
     if (step.state !== "finished") return "…";
     if (step.kind === "model_call") return "✎";
@@ -179,7 +224,25 @@
     summary.appendChild(el("span", "assistant-step-text", text(step, tool)));
     details.appendChild(summary);
     var body = el("dl", "assistant-step-body");
-    if (step.kind === "tool_call") {
+    if (isDelegation(step)) {
+      var result = step.result || {};
+      field(body, "Member", memberOf(step));
+      field(body, "Task", String((step.arguments || {}).task || ""));
+      if ((step.arguments || {}).context) field(body, "Context", String(step.arguments.context));
+      if (typeof result.answer === "string" && result.answer) field(body, "Answer", result.answer);
+      if (Array.isArray(result.problems)) {
+        field(body, "What failed", result.problems.map(function (problem) {
+          return (problem.tool || "") + ": " + (problem.status || "") + (problem.reason ? " — " + problem.reason : "");
+        }).join("\n"), true);
+      }
+      var why = result.reason || step.reason;
+      if (why) field(body, "Why", why);
+      var used = result.used;
+      if (used && typeof used === "object") {
+        field(body, "Used", (used.model_calls || 0) + " model calls, " + (used.tool_calls || 0) + " tool calls, " +
+          (used.tokens || 0) + " tokens");
+      }
+    } else if (step.kind === "tool_call") {
       field(body, "Tool", step.tool_name);
       field(body, "Arguments", pretty(step.arguments || {}), true);
       if (step.result) field(body, "Result", preview(step.result.data !== undefined ? step.result.data : step.result), true);
@@ -192,7 +255,7 @@
     }
     if (step.duration_ms !== null && step.duration_ms !== undefined) field(body, "Took", duration(step.duration_ms));
     var reason = step.reason || (step.result && step.result.reason) || "";
-    if (step.kind === "tool_call" && step.took_effect !== true && reason) field(body, "Why it did not take effect", reason);
+    if (step.kind === "tool_call" && !isDelegation(step) && step.took_effect !== true && reason) field(body, "Why it did not take effect", reason);
     if (!body.childNodes.length) field(body, "Details", "Nothing more to show.");
     details.appendChild(body);
     details.open = wasOpen;
@@ -201,6 +264,6 @@
 
   window.AssistantSteps = {
     text: text, render: render, question: question, humanise: humanise, isFailed: isFailed,
-    resultMessage: resultMessage, el: el,
+    isDelegation: isDelegation, memberOf: memberOf, resultMessage: resultMessage, el: el,
   };
 })();
