@@ -140,7 +140,7 @@ def _baseline(site: Stack, crowd: list[Person], shares: list[int]) -> tuple[dict
     trace_level = trace_log.level
     trace_log.setLevel(logging.WARNING)
     try:
-        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": site.model}):
+        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": site.model, "SPEC": "default"}):
             before = cpu_seconds(site)
             for person, share in zip(crowd, shares, strict=True):
                 sent_from = SentFrom(session_key=person.session_key, client_address="127.0.0.1", origin=site.origin)

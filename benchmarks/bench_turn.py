@@ -32,15 +32,17 @@ PAUSE_BETWEEN_TURNS_SECONDS = 0.3
 
 
 async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *, runs: int = RUNS,
-                      warmup: int = WARMUP, print_phases: bool = True) -> tuple[list[float], list[float]]:
+                      warmup: int = WARMUP, print_phases: bool = True, chat_spec: str = "default",
+                      ) -> tuple[list[float], list[float]]:
     """Turns and bare calls, alternating, so both see the same state of a shared, noisy machine. Both act
-    with a signed-in session, as a message sent from the socket does. (`bench_peer` calls this in short
-    blocks, interleaved with the peer's turns.)"""
+    with a signed-in session, as a message sent from the socket does, each in a new chat under
+    `chat_spec` (the single assistant by default). (`bench_peer` and `bench_delegation` call this in
+    short blocks, interleaved with what they compare it with.)"""
     from channels.db import database_sync_to_async
     from channels.layers import get_channel_layer
 
     from assistant.events import user_group
-    from assistant.models import AgentRun
+    from assistant.models import AgentChat, AgentRun
     from assistant.services import chat_send
 
     layer = get_channel_layer()
@@ -48,7 +50,8 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *,
     await layer.group_add(user_group(user.pk), channel)
 
     def send() -> int:
-        return chat_send(user=user, content="benchmark turn", new_chat=True, sent_from=sent_from).run.pk
+        chat = AgentChat.objects.create(owner=user, spec=chat_spec)
+        return chat_send(user=user, content="benchmark turn", chat_id=chat.pk, sent_from=sent_from).run.pk
 
     turns, bare = [], []
     phases: dict[str, list[float]] = {
@@ -105,7 +108,7 @@ def _time_bare_calls(user: Any, calls: list[dict[str, Any]], sent_from: Any) -> 
 
     started = time.perf_counter()
     for call in calls:
-        outcome = execute_tool(user, call["name"], call["arguments"], sent_from=sent_from)
+        outcome = execute_tool(user, call["name"], call["arguments"], spec="default", sent_from=sent_from)
         assert outcome.status in {"done", "data"}, outcome
     return (time.perf_counter() - started) * 1000
 

@@ -250,7 +250,8 @@ def stack(*, model: str, database_name: str, worker_concurrency: int = 2) -> Ite
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     logs = {kind: LOG_DIR / f"{database_name}-{kind}.log" for kind in ("web", "worker")}
     with throwaway_database(database_name) as database_url:
-        env = {**os.environ, "DATABASE_URL": database_url, "ASSISTANT_MODEL": model,
+        # The single assistant (the site's default is the demo society): what these benchmarks always measured.
+        env = {**os.environ, "DATABASE_URL": database_url, "ASSISTANT_MODEL": model, "ASSISTANT_SPEC": "default",
                "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE, "LOG_LEVEL": "WARNING"}
         postgres_pid, redis_pid = _postmaster_pid(), _redis_pid()
         try:

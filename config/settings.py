@@ -321,6 +321,8 @@ ASSISTANT["PROVIDERS"] = {
 _TRACKER_READS = ["tracker_project_list", "tracker_task_list", "tracker_comment_list", "tracker_task_detail",
                   "tracker_project_stats"]
 ASSISTANT["SPECS"] = {
+    # One assistant with every tool, as before the society: the chats made under it keep working.
+    "default": {"tools": "__all__", "role": "One assistant with every tool of the site."},
     "orchestrator": {
         "tools": [], "permission_profile": "standard",
         "role": "Talks with you and hands each part of your request to the member for it.",

@@ -64,3 +64,29 @@ def test_a_broken_script_is_refused_with_the_place_of_the_problem(tmp_path: Path
 def test_a_missing_script_is_a_readable_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="Cannot read the model script"):
         get_model(f"scripted:{tmp_path / 'absent.json'}")
+
+
+def test_one_file_scripts_each_spec_of_a_society_and_any_other_with_a_star(tmp_path: Path) -> None:
+    path = write_script(tmp_path, {
+        "orchestrator": [{"tool_calls": [{"name": "ask_clerk", "arguments": {"task": "Add 'milk'."}}]},
+                         {"text": "The clerk added it."}],
+        "clerk": [{"text": "Added."}],
+        "*": [{"text": "Anyone else."}],
+    })
+    orchestrator, clerk, reader = (get_model(f"scripted:{path}") for _ in range(3))
+    orchestrator.seek(0, spec="orchestrator")  # what the run loop does when it starts a run under a spec
+    clerk.seek(0, spec="clerk")
+    reader.seek(0, spec="reader")
+    assert orchestrator.call_tools([Message.user("add milk")], []).tool_calls[0].name == "ask_clerk"
+    assert clerk.call_tools([Message.user("Add 'milk'.")], []).text == "Added."
+    assert reader.call_tools([Message.user("hi")], []).text == "Anyone else."
+    # A run taken up again continues its own spec's script where it stopped.
+    orchestrator.seek(1, spec="orchestrator")
+    assert orchestrator.call_tools([Message.user("...")], []).text == "The clerk added it."
+
+
+@pytest.mark.parametrize("entries", [{"clerk": {"text": "not a list"}}, {"clerk": [{"say": "hi"}]}])
+def test_a_badly_shaped_script_of_specs_is_refused_saying_where(tmp_path: Path, entries: object) -> None:
+    path = write_script(tmp_path, entries)
+    with pytest.raises(ModelError, match=r"script\.json"):
+        get_model(f"scripted:{path}")

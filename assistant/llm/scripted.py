@@ -2,6 +2,9 @@
 
 The script is a list; each entry is `{"text": "..."}`, `{"tool_calls": [{"name": ..., "arguments":
 {...}}]}`, or both keys. A tool call may carry its own `"id"`; otherwise ids are `call_<entry>_<n>`.
+A society's specs can each have their own script in one file: an object of spec names to lists, with
+`"*"` for any spec it does not name (`{"orchestrator": [...], "clerk": [...]}`); the run loop says
+which spec a run is under when it starts (`seek(position, spec=...)`).
 The position in the script belongs to the model instance: `get_model()` makes a fresh instance
 (starting at the first entry), and the run loop makes one per run, so each run replays the script
 from the start; a run taken up again `seek()`s past the entries its earlier attempts used. Calling
@@ -23,8 +26,12 @@ _ENTRY_KEYS = frozenset({"text", "tool_calls"})
 _CALL_KEYS = frozenset({"id", "name", "arguments"})
 
 
-def load_script(path: str | Path) -> list[ModelResponse]:
-    """Parse and check a script file; every problem is reported with its entry number."""
+#: In a script of several specs, the list for every spec it does not name.
+ANY_SPEC = "*"
+
+
+def load_scripts(path: str | Path) -> dict[str, list[ModelResponse]]:
+    """Parse and check a script file: its lists by spec name (a plain list is every spec's, `"*"`)."""
     source = Path(path)
     try:
         raw = json.loads(source.read_text())
@@ -32,12 +39,16 @@ def load_script(path: str | Path) -> list[ModelResponse]:
         raise ModelConfigurationError(f"Cannot read the model script {source}: {exc.strerror}.") from exc
     except json.JSONDecodeError as exc:
         raise ModelConfigurationError(f"The model script {source} is not valid JSON: {exc}.") from exc
-    if not isinstance(raw, list):
-        raise ModelConfigurationError(f"The model script {source} must be a JSON list of responses.")
-    return [_parse_entry(entry, number, source) for number, entry in enumerate(raw, start=1)]
+    if isinstance(raw, list):
+        raw = {ANY_SPEC: raw}
+    if not isinstance(raw, dict) or not all(isinstance(entries, list) for entries in raw.values()):
+        raise ModelConfigurationError(f"The model script {source} must be a JSON list of responses, or an "
+                                      "object of spec names to such lists.")
+    return {spec: [_parse_entry(entry, number, source if spec == ANY_SPEC else f"{source} [{spec}]")
+                   for number, entry in enumerate(entries, start=1)] for spec, entries in raw.items()}
 
 
-def _parse_entry(entry: Any, number: int, source: Path) -> ModelResponse:
+def _parse_entry(entry: Any, number: int, source: Path | str) -> ModelResponse:
     where = f"{source}, entry {number}"
     if not isinstance(entry, dict) or not entry or set(entry) - _ENTRY_KEYS:
         raise ModelConfigurationError(
@@ -67,14 +78,15 @@ def _parse_entry(entry: Any, number: int, source: Path) -> ModelResponse:
 
 
 class ScriptedModel:
-    """Replays `load_script(path)`; the position is per instance (see the module docstring)."""
+    """Replays `load_scripts(path)`; the position is per instance (see the module docstring)."""
 
     is_demo = False
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.name = f"scripted:{path}"
-        self._responses = load_script(self.path)
+        self._scripts = load_scripts(self.path)
+        self._responses = self._scripts.get(ANY_SPEC, [])
         self._position = 0
         self._lock = threading.Lock()
 
@@ -82,10 +94,12 @@ class ScriptedModel:
     def remaining(self) -> int:
         return len(self._responses) - self._position
 
-    def seek(self, position: int) -> None:
-        """Continue from entry `position` (0-based): a run taken up again after a crash or a confirmation
-        has already used that many entries in its earlier attempts."""
+    def seek(self, position: int, spec: str | None = None) -> None:
+        """Continue from entry `position` (0-based) of the script of `spec` (the run's): a run taken up again
+        after a crash or a confirmation has already used that many entries in its earlier attempts."""
         with self._lock:
+            if spec is not None:
+                self._responses = self._scripts.get(spec, self._scripts.get(ANY_SPEC, []))
             self._position = max(0, min(int(position), len(self._responses)))
 
     def call_tools(

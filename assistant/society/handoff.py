@@ -26,7 +26,7 @@ from django.db.models import Exists, OuterRef
 from assistant.lifecycle import DelegationRefused, run_child_start
 from assistant.llm import ToolCall
 from assistant.models import AgentRun, AgentStep
-from assistant.society.budget import Usage, subtrees_usage, tree_usage
+from assistant.society.budget import Usage
 from assistant.society.offer import DelegationTool
 from assistant.tools.validation import validate_arguments
 from assistant.turn.journal import StepJournal
@@ -144,14 +144,16 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
     `answered` with its reply; `escalated` with the reason when it did not finish, or when its last action
     failed (denied, not found, invalid, …) — the asking model then decides what to do. Either way it says
     whether anything took effect, what failed, and what the member (with those it asked) used."""
-    effects = _subtree_tool_steps(child)
+    subtree = _subtree_steps(child)
+    effects = [step for step in subtree if step.kind == Kind.TOOL_CALL]
     took_effect: bool | None = True if any(s.took_effect for s in effects) else (
         None if any(s.took_effect is None for s in effects) else False)
     failed = [step for step in effects if step.failed]
     problems = [{"tool": step.tool_name, "status": (step.result or {}).get("status"),
                  "reason": (step.result or {}).get("reason") or step.reason}
                 for step in failed[-PROBLEMS_SHOWN:]]
-    used = tree_usage(child)
+    used = Usage(sum(1 for step in subtree if step.kind == Kind.MODEL_CALL), len(effects),
+                 sum(step.prompt_tokens + step.completion_tokens for step in subtree))
     outcome: dict[str, Any] = {
         "member": child.spec, "child_run_id": child.pk, "took_effect": took_effect,
         "used": {"model_calls": used.model_calls, "tool_calls": used.tool_calls, "tokens": used.tokens},
@@ -174,20 +176,25 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
     return outcome
 
 
-def _subtree_tool_steps(child: AgentRun) -> list[AgentStep]:
-    """The tool steps of `child` and of every run below it, oldest first (one query per level, plus one)."""
+def _subtree_steps(child: AgentRun) -> list[AgentStep]:
+    """The steps of `child` and of every run below it, oldest first (one query per level below, plus one)."""
     ids, level = [child.pk], [child.pk]
     while level:
         level = list(AgentRun.objects.filter(parent_id__in=level).values_list("pk", flat=True))
         ids.extend(level)
-    return list(AgentStep.objects.filter(run_id__in=ids, kind=Kind.TOOL_CALL).order_by("created_at", "seq"))
+    return list(AgentStep.objects.filter(run_id__in=ids).order_by("created_at", "seq"))
 
 
-def members_used(run: AgentRun) -> Usage:
-    """What `run`'s ended members (and those they asked) used: it counts inside `run`'s own limits."""
-    ended = list(AgentRun.objects.filter(parent=run).exclude(status__in=AgentRun.ACTIVE_STATUSES)
-                 .values_list("pk", flat=True))
-    return subtrees_usage(ended) if ended else Usage()
+def members_used(steps: Sequence[AgentStep]) -> Usage:
+    """What the members a run asked (and those they asked) used, from its finished delegation steps (each
+    outcome says, see `member_outcome`): it counts inside the run's own limits."""
+    used = Usage()
+    for step in steps:
+        spent = (step.result or {}).get("used") if step.kind == Kind.TOOL_CALL else None
+        if step.state == State.FINISHED and isinstance(spent, dict):
+            used += Usage(int(spent.get("model_calls") or 0), int(spent.get("tool_calls") or 0),
+                          int(spent.get("tokens") or 0))
+    return used
 
 
 def parent_wake(run: AgentRun) -> bool:

@@ -17,6 +17,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +39,7 @@ from assistant.lifecycle import (
 )
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
-from assistant.models import AgentRun, AgentStep
+from assistant.models import AgentMemory, AgentRun, AgentStep
 from assistant.payloads import run_event
 from assistant.society.handoff import (
     Delegation,
@@ -100,6 +101,13 @@ def _embedding_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+#: The questions this process embedded last: a run its members woke is taken up again here, right after
+#: them, and asks for its question's embedding again (for recall, then to remember the exchange).
+RECENT_VECTORS = 32
+_recent_vectors: dict[tuple[str, str], list[float]] = {}
+_recent_lock = threading.Lock()
+
+
 class QuestionEmbedding:
     """The embedding of what the run was asked, computed in a background thread while the turn claims
     the run and loads its context (NumPy and the tokenizer release the interpreter lock), then used for
@@ -110,12 +118,13 @@ class QuestionEmbedding:
         self.embedder: Embedder | None = None
         self._error: EmbeddingError | None = None
         self._future: Future[list[list[float]]] | None = None
+        self._vector: list[float] | None = _recent_vectors.get((embedder_spec, text))
         try:
             self.embedder = get_embedder(embedder_spec)
         except EmbeddingError as exc:
             self._error = exc
             return
-        if text.strip():
+        if text.strip() and self._vector is None:
             self._future = _embedding_pool().submit(self.embedder.embed, [text])
 
     @classmethod
@@ -132,7 +141,14 @@ class QuestionEmbedding:
         """Raises EmbeddingError when embedding failed."""
         if self._error is not None:
             raise self._error
-        return self._future.result()[0] if self._future is not None else []
+        if self._vector is None:
+            self._vector = self._future.result()[0] if self._future is not None else []
+            if self._vector:
+                with _recent_lock:  # a host's threaded worker pool turns in several threads of one process
+                    _recent_vectors[(self.embedder_spec, self.text)] = self._vector
+                    while len(_recent_vectors) > RECENT_VECTORS:
+                        del _recent_vectors[next(iter(_recent_vectors))]
+        return self._vector
 
 
 class Turn:
@@ -148,6 +164,10 @@ class Turn:
         self.user = asked.owner if asked is not None and asked.owner_id == run.owner_id else run.owner
         text = run.task if self.is_member else (asked.content if asked is not None else "")
         embedder = str(run_setting(self.run, "EMBEDDER"))
+        # A member remembers nothing (it answers the run that asked it): its task is embedded only to recall
+        # what its spec remembers of this person from chats of its own, if there is anything.
+        if self.is_member and not AgentMemory.objects.filter(owner_id=run.owner_id, spec=run.spec).exists():
+            text = ""
         if early is None or not early.is_for(text, embedder):
             early = QuestionEmbedding(text, embedder)
         self.question = early
@@ -156,7 +176,7 @@ class Turn:
         # The journal's writes read the run's cancel flag too, and raise the heartbeat's: one flag to check.
         self.journal = StepJournal(run, heartbeat.holder, steps, cancelled=heartbeat.cancelled)
         # A run taken up again may have asked members already: what they used counts in its limits.
-        self.limits = Limits(run, members_used(run) if run.attempts > 1 else None)
+        self.limits = Limits(run, members_used(steps))
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
@@ -266,7 +286,8 @@ class Turn:
         # A replaying model (the scripted one) must continue where the run's earlier attempt stopped.
         seek = getattr(self.model, "seek", None)
         if callable(seek):
-            seek(sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL and step.took_effect is not False))
+            seek(sum(1 for step in self.steps if step.kind == Kind.MODEL_CALL and step.took_effect is not False),
+                 spec=str(self.config.get("spec") or self.run.spec))
 
     # --- context -----------------------------------------------------------------------------
 
@@ -400,7 +421,7 @@ class Turn:
         if waiting:
             heard = delegations_collect(self.journal, waiting)
             if heard:
-                self.limits.members = members_used(self.run)
+                self.limits.members = members_used(self.steps)
             return heard
         fresh = [item for item in pending if item.step is None and self._is_delegation(item)]
         for index, item in enumerate(fresh):

@@ -1,0 +1,107 @@
+"""What one level of delegation costs: a turn in which the site's orchestrator hands the work to its clerk, who
+makes three tool calls and answers, against the same three tool calls made by the single assistant in one
+run — both from `chat_send` to the `assistant.replied` event, through the real worker, broker, database
+and channel layer, with an instantly answering scripted model (one script, a list per spec).
+
+The two kinds of turn alternate in short blocks in one sitting, each block beside the bare cost of the same
+three calls. The delegated turn does all the plain one does, plus a model call to ask the member and one
+to answer after it, the member's own run (its row, claim, context, steps and end, filed in its profile)
+and the asker's pause and wake-up. Goal: the extra cost of one level is no more than one plain turn's own
+overhead (its time minus the bare calls): a ratio ≤ 1.0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.test import override_settings
+
+from benchmarks import percentile
+from benchmarks.bench_turn import _time_turns
+
+ROUNDS = 6
+TURNS_PER_BLOCK = 8
+GOAL_RATIO = 1.0
+
+
+def main() -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from assistant.authority import SentFrom
+    from benchmarks.load import celery_worker, clear_leftovers, throwaway_database
+    from tracker.models import Project
+
+    clear_leftovers()
+    with throwaway_database("bench_delegation") as database_url, tempfile.TemporaryDirectory() as scratch:
+        user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
+        browser = Client()
+        browser.force_login(user)
+        sent_from = SentFrom(session_key=browser.session.session_key or "", client_address="127.0.0.1",
+                             origin="http://127.0.0.1:8000")
+        home = Project.objects.create(owner=user, name="Home")
+        # Three calls the clerk of the site's demo society may make (config/settings.py).
+        calls = [
+            {"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Benchmark task"}},
+            {"name": "tracker_task_list", "arguments": {"search": "Benchmark"}},
+            {"name": "tracker_project_list", "arguments": {}},
+        ]
+        script = Path(scratch) / "delegation.json"
+        script.write_text(json.dumps({
+            "default": [{"tool_calls": calls}, {"text": "Done."}],
+            "orchestrator": [{"tool_calls": [{"name": "ask_clerk", "arguments": {
+                "task": "Add the task 'Benchmark task' to Home, find it, and list my projects."}}]},
+                {"text": "Done."}],
+            "clerk": [{"tool_calls": calls}, {"text": "Done."}],
+        }))
+        model = f"scripted:{script}"
+        # A member's run is started by the worker under its member's settings: the worker's model is the script.
+        with celery_worker({**os.environ, "DATABASE_URL": database_url, "ASSISTANT_MODEL": model}), \
+                override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": model, "RUNS_PER_MINUTE": 10_000}):
+            plain, delegated, bare, ratios = _interleaved(user, calls, sent_from)
+    _report(plain, delegated, bare, ratios)
+
+
+def _interleaved(user: object, calls: list[dict[str, object]], sent_from: object
+                 ) -> tuple[list[float], list[float], list[float], list[float]]:
+    plain: list[float] = []
+    delegated: list[float] = []
+    bare: list[float] = []
+    ratios: list[float] = []
+    for number in range(ROUNDS):
+        warmup = 3 if number == 0 else 1
+        block_plain, bare_plain = asyncio.run(_time_turns(user, calls, sent_from, runs=TURNS_PER_BLOCK,
+                                                          warmup=warmup, print_phases=False))
+        block_delegated, bare_delegated = asyncio.run(_time_turns(
+            user, calls, sent_from, runs=TURNS_PER_BLOCK, warmup=warmup, print_phases=False,
+            chat_spec="orchestrator"))
+        plain += block_plain
+        delegated += block_delegated
+        bare += bare_plain + bare_delegated
+        block_bare = statistics.median(bare_plain + bare_delegated)
+        overhead = statistics.median(block_plain) - block_bare
+        ratios.append((statistics.median(block_delegated) - statistics.median(block_plain)) / overhead)
+        print(f"  round {number + 1}: plain p50 {statistics.median(block_plain):6.1f} ms, delegated p50 "
+              f"{statistics.median(block_delegated):6.1f} ms, bare p50 {block_bare:5.1f} ms, "
+              f"extra / plain overhead {ratios[-1]:.2f}", flush=True)
+    return plain, delegated, bare, ratios
+
+
+def _report(plain: list[float], delegated: list[float], bare: list[float], ratios: list[float]) -> None:
+    plain_p50, delegated_p50, bare_p50 = (statistics.median(values) for values in (plain, delegated, bare))
+    overhead, extra = plain_p50 - bare_p50, delegated_p50 - plain_p50
+    ratio = extra / overhead
+    print(f"plain turn, 3 tool calls ({len(plain)} turns):        p50 {plain_p50:.1f} ms, "
+          f"p95 {percentile(plain, 0.95):.1f} ms")
+    print(f"orchestrator → clerk → 3 tool calls ({len(delegated)} turns): p50 {delegated_p50:.1f} ms, "
+          f"p95 {percentile(delegated, 0.95):.1f} ms")
+    print(f"the same 3 tool calls in one process:         p50 {bare_p50:.1f} ms")
+    print(f"a plain turn's own overhead {overhead:.1f} ms; one level of delegation adds {extra:.1f} ms: "
+          f"{ratio:.2f}× a plain turn's overhead (rounds {min(ratios):.2f}–{max(ratios):.2f}); "
+          f"goal ≤ {GOAL_RATIO:.1f}×: {'met' if ratio <= GOAL_RATIO else 'NOT met'}")
