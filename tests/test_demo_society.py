@@ -78,3 +78,38 @@ def test_a_members_failure_stops_the_plan_and_says_what_was_not_done(alice: Any,
     assert clerk.spec == "clerk"
     assert "I stopped there" in top.reply and "Attic" in top.reply
     assert not Task.objects.filter(title="sweep").exists()
+
+
+@pytest.mark.parametrize(("request_text", "member", "effect"), [
+    ("what are my open tasks?", "reader", None),
+    ("create a task 'Buy milk' in Home", "clerk", "Buy milk"),
+    ("add the task 'milk' to the project 'Home', then show me my tasks", "clerk", "milk"),
+])
+def test_the_readmes_requests_go_through_the_members(
+    alice: Any, celery_worker: WorkerProcess, request_text: str, member: str, effect: str | None
+) -> None:
+    Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+
+    top = ask_orchestrator(alice, request_text)
+
+    assert top.status == "succeeded", top.error
+    members = list(AgentRun.objects.filter(root=top).order_by("pk"))
+    assert members[0].spec == member and all(run.status == "succeeded" for run in members)
+    if effect is not None:
+        assert Task.objects.filter(project__owner=alice, title=effect).count() == 1
+    assert "Fix the tap" in top.reply or effect in top.reply
+
+
+def test_a_delete_waits_for_the_persons_approval_of_the_keepers_step(
+    alice: Any, celery_worker: WorkerProcess
+) -> None:
+    Project.objects.create(owner=alice, name="Home")
+    chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
+    top = wait_for_run(chat_send(user=alice, content="delete the project Home", chat_id=chat.pk).run.pk,
+                       "awaiting_members", *FINISHED, timeout=60)
+    assert top.status == "awaiting_members"
+    keeper = wait_for_run(AgentRun.objects.get(root=top).pk, "awaiting_confirmation", *FINISHED, timeout=30)
+    assert keeper.spec == "keeper"
+    waiting = keeper.steps.get(state="awaiting_confirmation")
+    assert waiting.tool_name == "tracker_project_delete" and "Home" in waiting.summary
+    assert Project.objects.filter(owner=alice, name="Home").exists()
