@@ -169,3 +169,51 @@ def test_a_members_steps_nest_under_the_step_that_asked_it_live_at_its_approval_
     expect(page.locator(f"{MEMBER} .assistant-step.is-done")).to_be_visible()
     expect(page.locator(f"{MEMBER} .assistant-step.is-done")).to_contain_text(DELETED)
     screenshot(page.locator(CONV), "members-past")
+
+
+def test_a_member_that_could_not_finish_ends_only_its_own_block_and_the_run_that_asked_it_goes_on(
+    page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    AgentChat.objects.create(owner=alice, spec="test-asker")
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "List my tasks."})]),
+        # The clerk asks for the same list three times in a row: its run fails (repeated_tool_call).
+        *[openai_stream([], [(f"k{n}", "tracker_task_list", {})]) for n in range(3)],
+        openai_stream(["The clerk could not list them."]),
+    )
+    log_in(page, site_url, "alice")
+    page.goto(site_url + "/assistant/")
+    page.wait_for_selector(f"{CONV} [data-assistant-status].is-connected")
+    # From the moment the member's block stops working until the top run's reply: what the button says.
+    page.evaluate(
+        """([conv, thread]) => {
+            window.__buttons = [];
+            const root = document.querySelector(thread);
+            new MutationObserver(() => {
+                const member = root.querySelector(".assistant-member");
+                const replied = root.querySelector(".assistant-message.is-assistant:not(.is-draft)");
+                if (member && !member.classList.contains("is-working") && !replied) {
+                    window.__buttons.push(document.querySelector(conv + " [data-assistant-send]").textContent);
+                }
+            }).observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
+        }""",
+        [CONV, THREAD],
+    )
+    page.fill(f"{CONV} [data-assistant-input]", "list my tasks")
+    page.press(f"{CONV} [data-assistant-input]", "Enter")
+    wait_for_replies(page, 1, within=CONV)
+
+    expect(page.locator(f"{MEMBER} > summary")).to_have_text("Steps of test-clerk: could not finish (5 steps)")
+    expect(page.locator(DELEGATION)).to_contain_text("test-clerk could not finish: The assistant stopped: it asked "
+                                                     "for the same action (tracker_task_list) 3 times in a row.")
+    expect(page.locator(f"{THREAD} .assistant-message.is-assistant .assistant-message-body")).to_have_text(
+        "The clerk could not list them.")
+    # The member's failure is its own: no error in the chat, and the run that asked it kept the Stop button.
+    expect(page.locator(f"{THREAD} .assistant-message.is-error")).to_have_count(0)
+    buttons = page.evaluate("window.__buttons")
+    assert buttons and set(buttons) == {"Stop"}, buttons
+    expect(page.locator(f"{CONV} [data-assistant-send]")).to_have_text("Send")
+    _assert_nested(page)
+    top = AgentRun.objects.get(spec="test-asker")
+    clerk = AgentRun.objects.get(spec="test-clerk")
+    assert (top.status, clerk.status, clerk.stop_reason) == ("succeeded", "failed", "repeated_tool_call")
