@@ -218,7 +218,7 @@ def test_every_figure_matches_the_runs_and_steps_behind_it(staff: Client, week: 
     assert list(used) == ["create_task", "delete_project", "list_tasks"]
     calls_link, failed_link, _ = page.rows("table-tools")["create_task"]
     assert lookups(calls_link[1]) == {**span, "steps__kind": "tool_call", "steps__tool_name": "create_task"}
-    failed = "declined,denied,error,invalid,not_found,not_run,unknown"
+    failed = "declined,denied,error,escalated,invalid,member_stopped,not_found,not_run,refused,unknown"
     assert lookups(failed_link[1]) == {**span, "steps__kind": "tool_call", "steps__tool_name": "create_task",
                                        "steps__result__status__in": failed}
     # No failed call, no link.
