@@ -18,6 +18,7 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -133,11 +134,12 @@ class TreeFilter(admin.SimpleListFilter):
         return [("top", "Top runs"), ("member", "Members' runs")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-        if self.value() == "top":
-            return queryset.filter(parent__isnull=True)
-        if self.value() == "member":
-            return queryset.filter(parent__isnull=False)
-        return queryset
+        if self.value() is None:
+            return queryset
+        if self.value() not in ("top", "member"):
+            # Not "every run": a link that asks for something else is told so (StrictAdminQueryMixin).
+            raise IncorrectLookupParameters(f"“{self.value()}” is neither top nor member")
+        return queryset.filter(parent__isnull=self.value() == "top")
 
 
 class FeedbackFilter(admin.SimpleListFilter):
@@ -204,7 +206,8 @@ RUN_LIST_LOOKUPS = frozenset({
 class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     # Short cells, so the list fits 1,400 px beside its filters; the run's page has everything.
     # (The spec is a filter, and on the run's page and in the CSV.)
-    list_display = ("id", "created", "owner", "outcome", "error_preview", "calls", "tokens", "duration", "feedback")
+    list_display = ("id", "created", "owner", "place", "outcome", "error_preview", "calls", "tokens", "duration",
+                    "feedback")
     list_display_links = ("id", "created")
     list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, TreeFilter,
                    ("owner", admin.RelatedOnlyFieldListFilter), FeedbackFilter, ("created_at", CreatedFilter), "model")
@@ -247,9 +250,23 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
         moment = timezone.localtime(run.created_at)
         return format_html("{}<br>{}", f"{moment:%Y-%m-%d}", f"{moment:%H:%M:%S}")
 
+    @admin.display(description="tree", ordering="depth")
+    def place(self, run: AgentRun) -> str:
+        """"top" for a run a person's message started; a member's run names (and links) the run that asked it,
+        and its top run when that is another. From the run's own columns: no query per row."""
+        if run.parent_id is None:
+            return "top"
+        parent = reverse("admin:assistant_agentrun_change", args=[run.parent_id])
+        if run.root_id == run.parent_id:
+            return format_html('member of <a href="{}">#{}</a>', parent, run.parent_id)
+        top = reverse("admin:assistant_agentrun_change", args=[run.root_id])
+        return format_html('member of <a href="{}">#{}</a> (top <a href="{}">#{}</a>)', parent, run.parent_id,
+                           top, run.root_id)
+
     @admin.display(description="outcome", ordering="status")
     def outcome(self, run: AgentRun) -> str:
-        return f"{run.status} · {run.stop_reason}" if run.stop_reason else run.status
+        status = run.get_status_display().lower()
+        return f"{status} · {run.stop_reason}" if run.stop_reason else status
 
     @admin.display(description="error", ordering="error")
     def error_preview(self, run: AgentRun) -> str:

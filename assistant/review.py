@@ -1,16 +1,21 @@
 """Reads for staff reviewing runs in the admin: a run as a timeline, and runs as CSV rows.
 
+A run that handed work to members (assistant/society/) is shown as its tree: each member's run under the
+delegation step that asked it (`asked_in`), with its own steps and figures, on the same time axis; the run's
+own figures beside the totals of the run and everyone below it (each run's counters are its own only).
+The whole tree is read in two queries, however many members it has.
+
 Admin-only: these read every owner's rows (the admin is the one place that does)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from assistant.markdown import render_markdown
@@ -22,6 +27,8 @@ State = AgentStep.State
 ARGUMENTS_PREVIEW_CHARS = 600
 RESULT_PREVIEW_CHARS = 300
 OTHER_RUNS_SHOWN = 10
+#: A member's task as its block under the step that asked it shows it (its own page has all of it).
+TASK_PREVIEW_CHARS = 1000
 #: A bar never narrower than this (percent of the axis), so an instant step still shows where it was.
 MIN_BAR_PERCENT = 0.6
 
@@ -46,22 +53,40 @@ NEVER_FINISHED = Effect("unknown", "?", "never finished")
 MODEL = Effect("model", "→", "answered")
 INTERRUPTED = Effect("interrupted", "⏹", "interrupted")
 NOTICE = Effect("notice", "ℹ", "notice")
+# A delegation (an `ask_<member>` step): its member's run is under it, and what it answered is its result.
+WAITING_MEMBER = Effect("waiting-member", "⏳", "waiting for its member")
+ANSWERED = Effect("answered", "↩", "answered")
+ESCALATED = Effect("escalated", "⤴", "escalated")
 
 #: A tool outcome that did nothing for a stated reason (the arguments, the person's rights, their "no"),
 #: as opposed to a tool or view that broke (`error`).
 _FAILED_STATUSES = frozenset({"error"})
 
 
+def is_delegation(step: AgentStep) -> bool:
+    """A step that asked a member (its result names the member, or the member's run while it works)."""
+    result = step.result if isinstance(step.result, dict) else {}
+    return step.kind == Kind.TOOL_CALL and ("member" in result or "child_run_id" in result)
+
+
 def step_effect(step: AgentStep, *, run_active: bool) -> Effect:
     """Read (a tool that only looks), done, no effect (with the step's reason), failed (the tool broke),
-    or the step's state when it has no outcome yet."""
+    or the step's state when it has no outcome yet. A delegation reads as its member's answer: done when
+    something it did took effect, answered when nothing changed, escalated when it could not go on."""
     if step.kind == Kind.NOTICE:
         return NOTICE
     if step.state == State.AWAITING_CONFIRMATION:
         return WAITING
-    if step.state == State.STARTED:
-        return RUNNING if run_active else NEVER_FINISHED
     result = step.result if isinstance(step.result, dict) else {}
+    delegation = is_delegation(step)
+    if step.state == State.STARTED:
+        if not run_active:
+            return NEVER_FINISHED
+        return WAITING_MEMBER if delegation else RUNNING
+    if delegation and result.get("status") == "answered":
+        return DONE if step.took_effect else UNKNOWN if step.took_effect is None else ANSWERED
+    if delegation and result.get("status") == "escalated":
+        return ESCALATED
     if step.kind == Kind.MODEL_CALL:
         return INTERRUPTED if step.took_effect is False or result.get("interrupted") else MODEL
     status = result.get("status")
@@ -86,19 +111,17 @@ class RunFigures:
     tool_errors: int
     prompt_tokens: int
     completion_tokens: int
+    total_tokens: int
     pending: bool
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
 
 
 def run_figures(run: AgentRun, steps: Iterable[AgentStep] | None = None) -> RunFigures:
     if not run.is_active:
         return RunFigures(run.model_calls, run.tool_calls, run.tool_errors, run.prompt_tokens,
-                          run.completion_tokens, pending=False)
+                          run.completion_tokens, run.total_tokens, pending=False)
     # Counted as `run_finish` will count them, so the pending figures become the final ones.
-    return RunFigures(**step_counts(run.steps.all() if steps is None else steps), pending=True)
+    counts = step_counts(run.steps.all() if steps is None else steps)
+    return RunFigures(**counts, total_tokens=counts["prompt_tokens"] + counts["completion_tokens"], pending=True)
 
 
 @dataclass(frozen=True)
@@ -111,6 +134,55 @@ class TimelineStep:
     duration_ms: int | None
     start_percent: float
     width_percent: float
+    #: Why it did not take effect (or why its member escalated), when it says.
+    reason: str = ""
+    #: The members' runs this step asked (a delegation's), each with its own steps.
+    members: tuple[MemberRun, ...] = ()
+
+
+@dataclass(frozen=True)
+class MemberRun:
+    """A member's run as it shows under the step that asked it: its own figures and steps, and the members
+    it asked in turn. `level` is how far below the page's run it is (1: asked by it)."""
+
+    run: AgentRun
+    level: int
+    task: str
+    figures: RunFigures
+    duration_ms: int | None
+    steps: list[TimelineStep]
+    #: Members it asked whose asking step is not among its steps (a step since deleted): shown after them.
+    unplaced: list[MemberRun]
+
+    @property
+    def anchor(self) -> str:
+        return f"run-{self.run.pk}-"
+
+    @property
+    def label(self) -> str:
+        return f"Steps of run {self.run.pk} ({self.run.spec})"
+
+
+@dataclass(frozen=True)
+class TreeTotals:
+    """A run with everyone below it: each figure the sum of every run's own (a run's counters are its own
+    only), `pending` while any of them is active. `wall_ms` is the run's own time from its start to its end
+    (its members' time inside it); `members_ms` the members' runs' times added up."""
+
+    runs: int
+    model_calls: int
+    tool_calls: int
+    tool_errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    wall_ms: int | None
+    members_ms: int
+    pending: bool
+
+    @property
+    def members(self) -> int:
+        return self.runs - 1
 
 
 @dataclass(frozen=True)
@@ -123,6 +195,15 @@ class RunTimeline:
     span_ms: int
     ticks: list[tuple[float, str]]
     other_runs: list[AgentRun]
+    #: The run that asked this one, the step of it that did, and the top run of its tree (a member's run).
+    asked_by: AgentRun | None = None
+    asked_in: AgentStep | None = None
+    top: AgentRun | None = None
+    #: The members this run asked, in the order they were asked; those whose step is unknown, shown last.
+    members: list[MemberRun] = field(default_factory=list)
+    unplaced: list[MemberRun] = field(default_factory=list)
+    #: This run with everyone below it; None when it asked nobody.
+    totals: TreeTotals | None = None
 
 
 def _clip(text: str, limit: int) -> str:
@@ -162,37 +243,142 @@ def _tick_label(ms: float) -> str:
     return f"{ms / 1000:.1f} s" if ms < 60_000 else f"{ms / 60_000:.1f} min"
 
 
+def _bar(start_ms: int, took_ms: int, span_ms: int) -> tuple[float, float]:
+    start_percent = round(min(start_ms / span_ms * 100, 100 - MIN_BAR_PERCENT), 2)
+    width_percent = round(min(max(took_ms / span_ms * 100, MIN_BAR_PERCENT), 100 - start_percent), 2)
+    return start_percent, width_percent
+
+
+def _run_tree(run: AgentRun) -> tuple[dict[int, AgentRun], dict[int | None, list[AgentRun]], list[AgentRun]]:
+    """`run`'s tree in one query: every run of it by id, each run's children in the order they were asked,
+    and the runs below `run` (the ones its page shows). A top run's tree is the runs whose root it is; a
+    member's page reads its whole tree too, for the runs above it."""
+    top_id = run.root_id or run.pk
+    tree = AgentRun.objects.filter(Q(root_id=top_id) | Q(pk=top_id)).exclude(pk=run.pk)
+    by_id = {other.pk: other for other in tree.defer("config", "session_sealed").order_by("created_at", "pk")}
+    by_id[run.pk] = run
+    children: dict[int | None, list[AgentRun]] = {}
+    for other in by_id.values():
+        children.setdefault(other.parent_id, []).append(other)
+    for siblings in children.values():
+        siblings.sort(key=lambda other: (other.created_at, other.pk))
+    below: list[AgentRun] = []
+    level, seen = [run], {run.pk}
+    while level:
+        level = [child for parent in level for child in children.get(parent.pk, []) if child.pk not in seen]
+        seen.update(child.pk for child in level)
+        below.extend(level)
+    return by_id, children, below
+
+
 def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
     """`run`'s steps in order on one time axis from the run's start, with its figures, question, reply and
-    the owner's other recent runs."""
+    the owner's other recent runs; each member's run it asked (and those they asked) under the step that
+    asked it, on the same axis, and the totals of them all."""
     now = now or timezone.now()
-    active = run.is_active
-    steps = list(run.steps.order_by("seq"))
-    origin = run.started_at or run.created_at
-    spans = [_step_span(step, now=now, run_active=active) for step in steps]
-    ends = [start + took for start, took in spans]
-    end = max([origin, *ends, *([run.finished_at] if run.finished_at else []), *([now] if active else [])])
-    span_ms = max(int((end - origin).total_seconds() * 1000), 1)
+    by_id, children, below = _run_tree(run)
+    subtree = [run, *below]
+    subtree_ids = {member.pk for member in subtree}
+    wanted = Q(run_id__in=subtree_ids)
+    if run.asked_in_id is not None:
+        wanted |= Q(pk=run.asked_in_id)
+    steps_by_run: dict[int, list[AgentStep]] = {}
+    asked_in = None
+    for step in AgentStep.objects.filter(wanted).order_by("run_id", "seq"):
+        if step.pk == run.asked_in_id:
+            asked_in = step
+        if step.run_id in subtree_ids:
+            steps_by_run.setdefault(step.run_id, []).append(step)
 
-    timeline_steps = []
-    for step, (start, took) in zip(steps, spans, strict=True):
-        start_ms = max(int((start - origin).total_seconds() * 1000), 0)
-        took_ms = int(took.total_seconds() * 1000)
-        start_percent = round(min(start_ms / span_ms * 100, 100 - MIN_BAR_PERCENT), 2)
-        width_percent = round(min(max(took_ms / span_ms * 100, MIN_BAR_PERCENT), 100 - start_percent), 2)
-        shown_ms = step.duration_ms if step.duration_ms is not None or step.state != State.STARTED else took_ms
-        timeline_steps.append(TimelineStep(
-            step=step, effect=step_effect(step, run_active=active),
-            arguments=_json(step.arguments, ARGUMENTS_PREVIEW_CHARS), result=_result_preview(step),
-            start_ms=start_ms, duration_ms=shown_ms, start_percent=start_percent, width_percent=width_percent,
-        ))
-    question = (run.messages.filter(role=AgentMessage.Role.USER).order_by("id").values_list("content", flat=True)
-                .first()) or ""
+    origin = run.started_at or run.created_at
+    spans = {member.pk: [_step_span(step, now=now, run_active=member.is_active)
+                         for step in steps_by_run.get(member.pk, [])] for member in subtree}
+    ends = [start + took for member_spans in spans.values() for start, took in member_spans]
+    ends += [member.finished_at for member in subtree if member.finished_at]
+    if any(member.is_active for member in subtree):
+        ends.append(now)
+    span_ms = max(int((max([origin, *ends]) - origin).total_seconds() * 1000), 1)
+    figures = {member.pk: run_figures(member, steps_by_run.get(member.pk, [])) for member in subtree}
+
+    def timeline_steps(owner: AgentRun, members: dict[int, list[MemberRun]]) -> list[TimelineStep]:
+        items = []
+        for step, (start, took) in zip(steps_by_run.get(owner.pk, []), spans[owner.pk], strict=True):
+            start_ms = max(int((start - origin).total_seconds() * 1000), 0)
+            took_ms = int(took.total_seconds() * 1000)
+            start_percent, width_percent = _bar(start_ms, took_ms, span_ms)
+            shown_ms = step.duration_ms if step.duration_ms is not None or step.state != State.STARTED else took_ms
+            result = step.result if isinstance(step.result, dict) else {}
+            items.append(TimelineStep(
+                step=step, effect=step_effect(step, run_active=owner.is_active),
+                arguments=_json(step.arguments, ARGUMENTS_PREVIEW_CHARS), result=_result_preview(step),
+                start_ms=start_ms, duration_ms=shown_ms, start_percent=start_percent, width_percent=width_percent,
+                reason=step.reason or (str(result.get("reason") or "") if is_delegation(step) else ""),
+                members=tuple(members.get(step.pk, ())),
+            ))
+        return items
+
+    def members_of(owner: AgentRun, level: int) -> tuple[list[TimelineStep], list[MemberRun], list[MemberRun]]:
+        """`owner`'s steps with its members under theirs, all its members, and those placed under none."""
+        step_ids = {step.pk for step in steps_by_run.get(owner.pk, [])}
+        placed: dict[int, list[MemberRun]] = {}
+        every, unplaced = [], []
+        for child in children.get(owner.pk, []):
+            if child.pk in built:  # only a corrupt tree has a cycle; show each run once
+                continue
+            built.add(child.pk)
+            node = member_run(child, level)
+            every.append(node)
+            if child.asked_in_id in step_ids:
+                placed.setdefault(child.asked_in_id, []).append(node)
+            else:
+                unplaced.append(node)
+        return timeline_steps(owner, placed), every, unplaced
+
+    def member_run(member: AgentRun, level: int) -> MemberRun:
+        steps, _, unplaced = members_of(member, level + 1)
+        return MemberRun(run=member, level=level, task=_clip(member.task, TASK_PREVIEW_CHARS),
+                         figures=figures[member.pk], duration_ms=_took_ms(member, now), steps=steps,
+                         unplaced=unplaced)
+
+    built = {run.pk}
+    steps, members, unplaced = members_of(run, 1)
+    if run.parent_id is not None:
+        question = run.task
+    else:
+        question = (run.messages.filter(role=AgentMessage.Role.USER).order_by("id")
+                    .values_list("content", flat=True).first()) or ""
     return RunTimeline(
         run=run, question=question, reply_html=render_markdown(run.reply) if run.reply else "",
-        figures=run_figures(run, steps), steps=timeline_steps, span_ms=span_ms,
+        figures=figures[run.pk], steps=steps, span_ms=span_ms,
         ticks=[(percent, _tick_label(span_ms * percent / 100)) for percent in (0, 50, 100)],
         other_runs=list(other_recent_runs(run)),
+        asked_by=by_id.get(run.parent_id) if run.parent_id else None, asked_in=asked_in,
+        top=by_id.get(run.root_id) if run.root_id else None,
+        members=members, unplaced=unplaced,
+        totals=_totals(run, below, figures, now) if below else None,
+    )
+
+
+def _took_ms(run: AgentRun, now: datetime) -> int | None:
+    """A run's time from its start to its end; so far while it is active (None before it starts)."""
+    if not run.is_active:
+        return run.duration_ms
+    if run.started_at is None:
+        return None
+    return max(int((now - run.started_at).total_seconds() * 1000), 0)
+
+
+def _totals(run: AgentRun, below: list[AgentRun], figures: dict[int, RunFigures], now: datetime) -> TreeTotals:
+    every = [figures[member.pk] for member in (run, *below)]
+    return TreeTotals(
+        runs=len(every),
+        model_calls=sum(each.model_calls for each in every), tool_calls=sum(each.tool_calls for each in every),
+        tool_errors=sum(each.tool_errors for each in every),
+        prompt_tokens=sum(each.prompt_tokens for each in every),
+        completion_tokens=sum(each.completion_tokens for each in every),
+        total_tokens=sum(each.total_tokens for each in every),
+        wall_ms=_took_ms(run, now), members_ms=sum(_took_ms(member, now) or 0 for member in below),
+        pending=any(each.pending for each in every),
     )
 
 
@@ -211,9 +397,9 @@ def other_recent_runs(run: AgentRun, limit: int = OTHER_RUNS_SHOWN) -> QuerySet[
 # --- CSV ------------------------------------------------------------------------------------------
 
 CSV_COLUMNS = (
-    "id", "created_at", "finished_at", "owner", "chat", "spec", "model", "status", "stop_reason", "error",
-    "question", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens",
-    "total_tokens", "duration_ms", "quality_score", "feedback_comment",
+    "id", "created_at", "finished_at", "owner", "chat", "spec", "parent_id", "root_id", "depth", "model",
+    "status", "stop_reason", "error", "question", "reply", "model_calls", "tool_calls", "tool_errors",
+    "prompt_tokens", "completion_tokens", "total_tokens", "duration_ms", "quality_score", "feedback_comment",
 )
 #: Counters a run totals only when it ends: blank in the CSV while it is active.
 _COUNTERS = frozenset({"model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens",
@@ -239,6 +425,8 @@ def runs_csv_rows(runs: QuerySet[AgentRun], chunk_size: int = 500) -> Iterator[l
         values: dict[str, Any] = {name: getattr(run, name) for name in CSV_COLUMNS if hasattr(run, name)}
         values["owner"] = run.owner.get_username()
         values["chat"] = run.chat_id
+        if run.parent_id is not None:  # a member's run is asked its task, not a message of the chat
+            values["question"] = run.task
         if run.is_active:
             values.update(dict.fromkeys(_COUNTERS))
         yield [_cell(values.get(name)) for name in CSV_COLUMNS]

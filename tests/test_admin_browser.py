@@ -82,3 +82,36 @@ def test_staff_read_the_run_list_and_a_runs_timeline_at_1400_px(
         violations = axe_violations(page, ".run-summary") + axe_violations(page, "#run-timeline")
         assert not violations, f"{scheme}: {describe_violations(violations)}"
         page.screenshot(path=str(SCREENSHOTS / f"admin-run{'-dark' if scheme == 'dark' else ''}.png"), full_page=True)
+
+
+def test_staff_read_a_trees_members_under_the_steps_that_asked_them_at_1400_px(
+    page: Any, site_url: str, user_factory: Callable[..., Any]
+) -> None:
+    from tests.test_admin_run_trees import ended_tree
+
+    user_factory("staffer", is_staff=True, is_superuser=True)
+    tree = ended_tree(user_factory("alice"))
+    top, writer, checker = tree["top"], tree["writer"], tree["checker"]
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    log_in(page, site_url, "staffer")
+    page.goto(f"{site_url}/admin/assistant/agentrun/{top.pk}/change/")
+    # Members asked by the run are open under their steps; the one a member asked is there, folded.
+    assert page.locator(f"#member-{writer.pk} .member-stop-reason").inner_text() == "stopped: max_tool_calls"
+    assert page.locator(f"#run-{writer.pk}-step-3 [data-effect=no-effect]").is_visible()
+    assert not page.locator(f"#run-{checker.pk}-step-1").is_visible()
+    page.locator(f"#member-{checker.pk} > details > summary").click()
+    assert page.locator(f"#run-{checker.pk}-step-1").is_visible()
+    # A nested bar stays inside its own track, and nothing makes the page scroll sideways.
+    bar = page.locator(f"#run-{checker.pk}-step-1 .timeline-bar").bounding_box()
+    track = page.locator(f"#run-{checker.pk}-step-1 .timeline-track").bounding_box()
+    assert track["x"] <= bar["x"] and bar["x"] + bar["width"] <= track["x"] + track["width"] + 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        violations = axe_violations(page, ".run-summary") + axe_violations(page, "#run-timeline")
+        assert not violations, f"{scheme}: {describe_violations(violations)}"
+        page.screenshot(path=str(SCREENSHOTS / f"admin-run-tree{'-dark' if scheme == 'dark' else ''}.png"),
+                        full_page=True)
