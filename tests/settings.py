@@ -20,12 +20,13 @@ ASSISTANT = {
     "SPEC": os.environ.get("ASSISTANT_SPEC") or "default",
     "SPECS": {
         **ASSISTANT["SPECS"],  # the site's demo society  # noqa: F405
-        "test-reader": {"tools": "__all__", "permission_profile": "restricted", "model": "openai:fake-gpt",
-                        "role": "Reads the tracker."},
+        "test-reader": {"tools": "__all__", "permission_profile": "restricted", "role": "Reads the tracker."},
         # A small society the worker tests hand work round in: every model is the fake provider's.
+        "test-viewer": {"tools": "__all__", "permission_profile": "restricted", "model": "openai:fake-gpt",
+                        "role": "Reads the tracker."},
         "test-asker": {"tools": ["tracker_task_list"], "permission_profile": "standard", "model": "openai:fake-gpt",
                        "role": "Hands the person's requests to the members.",
-                       "delegates": ["test-reader", "test-clerk", "test-keeper"]},
+                       "delegates": ["test-viewer", "test-clerk", "test-keeper"]},
         "test-clerk": {"tools": ["tracker_task_create", "tracker_task_list", "tracker_task_delete"],
                        "permission_profile": "standard", "model": "openai:fake-gpt",
                        "role": "Adds, lists and deletes tasks."},

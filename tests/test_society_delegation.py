@@ -2,7 +2,7 @@
 person under its own spec, its answer (or why it could not go on) comes back to the run that asked it as
 data, an approval it needs reaches the person's panel naming it, and stopping or signing out ends the tree.
 
-The society is the test settings' own (tests/settings.py): `test-asker` may ask `test-reader` (restricted),
+The society is the test settings' own (tests/settings.py): `test-asker` may ask `test-viewer` (restricted),
 `test-clerk` (task writes, deletes with approval) and `test-keeper` (projects; it may ask the clerk). Every
 spec's model is the fake provider, which answers the calls in the order they are made.
 """
@@ -56,7 +56,7 @@ def test_a_restricted_members_write_is_denied_and_the_asker_hears_why(
     home = Project.objects.create(owner=alice, name="Home")
     chat = asker_chat(alice)
     fake_openai.queue(
-        openai_stream([], [("a1", "ask_test-reader", {"task": "Add the task 'Sneaky' to the project Home.",
+        openai_stream([], [("a1", "ask_test-viewer", {"task": "Add the task 'Sneaky' to the project Home.",
                                                        "context": f"Home is project {home.pk}."})]),
         openai_stream([], [("r1", "tracker_task_create", {"project": home.pk, "title": "Sneaky"})]),
         openai_stream(["I may only read; I could not add it."]),
@@ -74,17 +74,17 @@ def test_a_restricted_members_write_is_denied_and_the_asker_hears_why(
     events = asyncio.run(scenario())
     top, members = the_tree(events[-1]["run_id"])
     assert (top.status, top.reply) == ("succeeded", "The reader may not add tasks, so nothing was added.")
-    [reader] = members
-    assert (reader.spec, reader.parent_id, reader.depth, reader.status) == ("test-reader", top.pk, 1, "succeeded")
+    [viewer] = members
+    assert (viewer.spec, viewer.parent_id, viewer.depth, viewer.status) == ("test-viewer", top.pk, 1, "succeeded")
     assert not Task.objects.filter(title="Sneaky").exists()
-    [denied] = tool_steps(reader)
+    [denied] = tool_steps(viewer)
     assert (denied.tool_name, denied.result["status"], denied.took_effect) == ("tracker_task_create", "denied", False)
 
     # The asker's step for the delegation: the member's answer, as an escalation naming what failed.
     [asked] = tool_steps(top)
-    assert reader.asked_in_id == asked.pk
+    assert viewer.asked_in_id == asked.pk
     assert (asked.tool_name, asked.state, asked.result["status"], asked.took_effect) == (
-        "ask_test-reader", "finished", "escalated", False)
+        "ask_test-viewer", "finished", "escalated", False)
     assert "tracker_task_create" in asked.result["reason"]
     assert asked.result["problems"][0]["status"] == "denied"
     assert asked.result["answer"] == "I may only read; I could not add it."
@@ -98,13 +98,13 @@ def test_a_restricted_members_write_is_denied_and_the_asker_hears_why(
     assert "escalated" not in final[0]["content"]
 
     # The panel saw the member's steps live, each naming the member and the step that asked it.
-    member_steps = [event for event in events if event["type"] == "assistant.step" and event["run_id"] == reader.pk]
-    assert member_steps and all(event["member"] == "test-reader" and event["asked_in"] == asked.pk
+    member_steps = [event for event in events if event["type"] == "assistant.step" and event["run_id"] == viewer.pk]
+    assert member_steps and all(event["member"] == "test-viewer" and event["asked_in"] == asked.pk
                                 and event["parent_run_id"] == top.pk for event in member_steps)
     # Each run filed once, in its own spec's profile; the member's entry says who asked it.
     [top_entry] = AgentProfile.objects.get(owner=alice, spec_name="test-asker").window
-    [reader_entry] = AgentProfile.objects.get(owner=alice, spec_name="test-reader").window
-    assert (top_entry["run_id"], reader_entry["run_id"], reader_entry["asked_by"]) == (top.pk, reader.pk, "test-asker")
+    [viewer_entry] = AgentProfile.objects.get(owner=alice, spec_name="test-viewer").window
+    assert (top_entry["run_id"], viewer_entry["run_id"], viewer_entry["asked_by"]) == (top.pk, viewer.pk, "test-asker")
 
 
 def test_a_members_approval_reaches_the_panel_naming_it_and_answers_only_its_step(
@@ -256,7 +256,7 @@ def test_members_asked_at_once_share_a_small_token_budget_and_the_tree_stays_wit
     budget, each_call = 300, (40, 10)
     fake_openai.queue(
         openai_stream([], [("a1", "ask_test-clerk", {"task": "List tasks, again and again."}),
-                           ("a2", "ask_test-reader", {"task": "List tasks, again and again."})], usage=each_call),
+                           ("a2", "ask_test-viewer", {"task": "List tasks, again and again."})], usage=each_call),
         # Whichever member asks first gets the next of these: each keeps listing until its share is spent.
         *[openai_stream([], [(f"l{i}", "tracker_task_list", {"search": f"s{i}"})], usage=each_call) for i in range(4)],
         openai_stream(["Both members ran out of budget."], usage=each_call),
@@ -266,7 +266,7 @@ def test_members_asked_at_once_share_a_small_token_budget_and_the_tree_stays_wit
     top = wait_for_run(sent.run.pk, *FINISHED)
     members = list(AgentRun.objects.filter(root=top))
     assert top.status == "succeeded", top.error
-    assert sorted(member.spec for member in members) == ["test-clerk", "test-reader"]
+    assert sorted(member.spec for member in members) == ["test-clerk", "test-viewer"]
     # Reserved before either started: together no more than what the asker had left.
     assert sum(member.config["max_tokens_per_run"] for member in members) <= budget - sum(each_call)
     assert all((member.status, member.stop_reason) == ("failed", "max_tokens") for member in members)

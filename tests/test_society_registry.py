@@ -18,7 +18,7 @@ from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-MEMBERS = ("test-reader", "test-clerk", "test-keeper")
+MEMBERS = ("test-viewer", "test-clerk", "test-keeper")
 CHILDREN, PER_PARENT = 50, 5
 
 
@@ -52,4 +52,4 @@ def test_fifty_member_runs_ending_together_are_each_filed_once_in_their_own_prof
         assert sorted(entry["run_id"] for entry in window) == expected  # each once, none missing
         assert {entry["asked_by"] for entry in window} == {"test-asker"}
     counts = {spec: len(AgentProfile.objects.get(owner=alice, spec_name=spec).window) for spec in MEMBERS}
-    assert counts == {"test-reader": 17, "test-clerk": 17, "test-keeper": 16}
+    assert counts == {"test-viewer": 17, "test-clerk": 17, "test-keeper": 16}

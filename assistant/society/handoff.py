@@ -95,7 +95,8 @@ def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -
                                arguments=call.arguments)
             problem = _argument_problem(tool, call.arguments)
             if problem is not None:
-                journal.finish_step(step, {"status": "invalid", "took_effect": False, "reason": problem})
+                journal.finish_step(step, {"status": "invalid", "took_effect": False, "member": tool.member,
+                                           "reason": problem})
                 continue
             try:
                 child = run_child_start(parent=run, spec=tool.member, task=member_task(call.arguments),
