@@ -433,3 +433,91 @@ def test_days_are_the_sites_days(staff: Client, alice: Any, settings: Any) -> No
     runs = page.rows("table-runs")
     assert [runs["2026-03-09"][0][0], runs["2026-03-10"][0][0]] == ["1", "0"]
     assert lookups(runs["2026-03-09"][0][1]) == in_range(datetime.date(2026, 3, 9), datetime.date(2026, 3, 9))
+
+
+def make_member(parent: AgentRun, *, spec: str, status: str = "succeeded", tokens: int = 0,
+                duration_ms: int | None = 1000, tools: tuple[tuple[str, str], ...] = ()) -> AgentRun:
+    """A member's run `parent` asked, made the same day as it, with its own tokens (a run's are its own only)."""
+    run = AgentRun.objects.create(
+        owner=parent.owner, chat=parent.chat, spec=spec, status=status, total_tokens=tokens, duration_ms=duration_ms,
+        parent=parent, root_id=parent.root_id or parent.pk, depth=parent.depth + 1, task="Have a look.",
+    )
+    AgentRun.objects.filter(pk=run.pk).update(created_at=AgentRun.objects.get(pk=parent.pk).created_at)
+    for seq, (tool, outcome) in enumerate(tools, start=1):
+        AgentStep.objects.create(run=run, seq=seq, kind="tool_call", tool_name=tool, result={"status": outcome},
+                                 took_effect=outcome == "done")
+    return run
+
+
+@pytest.fixture
+def trees(alice: Any, bob: Any) -> dict[str, AgentRun]:
+    """Two top runs that asked members (one still waiting for its member), and a run that asked nobody."""
+    top = make_run(alice, on=day(1), tokens=100, tools=(("ask_reader", "answered"), ("ask_writer", "escalated")))
+    reader = make_member(top, spec="reader", tokens=40, tools=(("list_tasks", "data"),))
+    writer = make_member(top, spec="writer", status="failed", tokens=25, tools=(("create_task", "invalid"),))
+    checker = make_member(writer, spec="reader", tokens=5)
+    waiting = make_run(bob, on=day(0), status="awaiting_members", duration_ms=None, tokens=0)
+    working = make_member(waiting, spec="reader", status="running", duration_ms=None, tokens=0)
+    lone = make_run(bob, on=day(0), tokens=10)
+    return {"top": top, "reader": reader, "writer": writer, "checker": checker, "waiting": waiting,
+            "working": working, "lone": lone}
+
+
+def test_top_runs_and_members_runs_are_told_apart_and_filtered(staff: Client, trees: dict[str, AgentRun]) -> None:
+    every = show(staff, WEEK)
+    assert every.figures["figure-runs"][0] == "7"
+    assert every.figures["figure-member-runs"][0] == "4"
+    assert lookups(every.figures["figure-member-runs"][1]) == in_range(day(6), day(0), tree="member")
+    # Each run's tokens are its own: all of them add up to the trees' totals, nothing counted twice.
+    assert every.figures["figure-tokens"][0] == f"{100 + 40 + 25 + 5 + 10}"
+    # A run waiting for its members has a column of its own, in words.
+    header = [cell for cell, _ in every.tables["table-runs"][0]]
+    assert header == ["Day", "Runs", "Succeeded", "Failed", "Timed out", "Cancelled", "Running", "Awaiting members"]
+    assert [text for text, _ in every.rows("table-runs")[day(0).isoformat()]] == ["3", "1", "0", "0", "0", "1", "1"]
+    assert lookups(every.rows("table-runs")[day(0).isoformat()][6][1]) == in_range(
+        day(0), day(0), status="awaiting_members")
+    assert "1 running, 1 awaiting members." in " | ".join(every.svg_labels)
+
+    top = show(staff, WEEK + "&tree=top")
+    assert top.figures["figure-runs"][0] == "3" and "figure-member-runs" not in top.figures
+    assert top.figures["figure-tokens"][0] == "110"
+    assert lookups(top.figures["figure-runs"][1]) == in_range(day(6), day(0), tree="top")
+    # Every link carries the choice, the tools' and the days' too.
+    assert lookups(top.rows("table-tools")["ask_writer"][1][1])["tree"] == "top"
+    assert lookups(top.rows("table-runs")[day(1).isoformat()][0][1]) == in_range(day(1), day(1), tree="top")
+    assert "list_tasks" not in top.rows("table-tools")
+
+    members = show(staff, WEEK + "&tree=member&spec=reader")
+    assert members.figures["figure-runs"][0] == "3"
+    assert members.figures["figure-tokens"][0] == "45"
+    assert list(members.rows("table-tools")) == ["list_tasks"]
+    link = members.figures["figure-runs"][1]
+    assert lookups(link) == in_range(day(6), day(0), tree="member", spec="reader")
+    # The run list takes the link as it is, and lists exactly those runs.
+    response = staff.get(link)
+    assert response.status_code == 200
+    assert {run.pk for run in response.context["cl"].result_list} == {
+        trees["reader"].pk, trees["checker"].pk, trees["working"].pk}
+
+    # The form shows the choice made.
+    html = staff.get(DASHBOARD + WEEK + "&tree=member").content.decode()
+    assert '<option value="member" selected>Members&#x27; runs</option>' in html
+
+
+def test_a_choice_of_runs_it_does_not_know_is_said_and_all_runs_shown(staff: Client,
+                                                                     trees: dict[str, AgentRun]) -> None:
+    response = staff.get(DASHBOARD + WEEK + "&tree=%3Cb%3Esideways")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "“&lt;b&gt;sideways” is not a choice of runs (top or member): showing all runs." in html
+    page = Page(html)
+    assert page.figures["figure-runs"][0] == "7"
+    assert "tree" not in lookups(page.figures["figure-runs"][1])
+
+
+def test_choosing_top_runs_or_members_costs_no_more_queries(staff: Client, trees: dict[str, AgentRun]) -> None:
+    with CaptureQueriesContext(connection) as all_queries:
+        show(staff, WEEK)
+    with CaptureQueriesContext(connection) as member_queries:
+        show(staff, WEEK + "&tree=member&spec=reader")
+    assert len(member_queries) == len(all_queries) <= 12, [query["sql"] for query in member_queries]

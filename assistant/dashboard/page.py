@@ -15,7 +15,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
-from assistant.dashboard.reads import Dashboard, DashboardQuery, ToolFigures, dashboard_get, parse_query, specs_list
+from assistant.dashboard.reads import (
+    TREE_CHOICES,
+    Dashboard,
+    DashboardQuery,
+    ToolFigures,
+    dashboard_get,
+    parse_query,
+    specs_list,
+)
 from assistant.dashboard.svg import bar_list_chart, column_chart, format_number
 from assistant.models import AgentRun, AgentStep
 
@@ -28,12 +36,14 @@ def run_list_url(query: DashboardQuery, **lookups: str) -> str:
     params = {"created_at__gte": start.isoformat(), "created_at__lt": end.isoformat()}
     if query.spec:
         params["spec"] = query.spec
+    if query.tree:
+        params["tree"] = query.tree
     params.update(lookups)
     return f"{reverse('admin:assistant_agentrun_changelist')}?{urlencode(params)}"
 
 
 def day_query(query: DashboardQuery, day: datetime.date) -> DashboardQuery:
-    return DashboardQuery(start=day, end=day, spec=query.spec)
+    return DashboardQuery(start=day, end=day, spec=query.spec, tree=query.tree)
 
 
 def tool_lookups(name: str, *, failed: bool = False) -> dict[str, str]:
@@ -158,6 +168,7 @@ def page_context(board: Dashboard) -> dict[str, Any]:
                       "url": run_list_url(query, status=status)} for status, name, colour in shown],
         "days": days,
         "all_url": run_list_url(query),
+        "members_url": run_list_url(query, tree="member"),
         "tokens": format_number(board.tokens),
         "success_rate": _rate(board.by_outcome[AgentRun.Status.SUCCEEDED], board.ended),
         "succeeded_url": run_list_url(query, status=AgentRun.Status.SUCCEEDED),
@@ -194,6 +205,7 @@ def dashboard_view(request: HttpRequest, *, model_admin: Any) -> HttpResponse:
         "title": "Assistant dashboard",
         "query": query,
         "specs": specs,
+        "tree_choices": TREE_CHOICES,
         **page_context(board),
     }
     return TemplateResponse(request, "admin/assistant/dashboard.html", context)

@@ -37,20 +37,28 @@ OUTCOMES: tuple[tuple[str, str, str], ...] = (
     (AgentRun.Status.QUEUED, "queued", "#90caf9"),
     (AgentRun.Status.RUNNING, "running", "#1e88e5"),
     (AgentRun.Status.AWAITING_CONFIRMATION, "awaiting confirmation", "#3949ab"),
+    (AgentRun.Status.AWAITING_MEMBERS, "awaiting members", "#00838f"),
 )
 ENDED = (AgentRun.Status.SUCCEEDED, AgentRun.Status.FAILED, AgentRun.Status.TIMED_OUT, AgentRun.Status.CANCELLED)
 
 
-# --- the question: which days, which spec -------------------------------------------------------------
+#: Which runs of a tree count (`?tree=`, the run list's own parameter): all, the top runs (what a person's
+#: message started) or the members' runs (work a run handed to a member, assistant/society/).
+TREE_CHOICES: tuple[tuple[str, str], ...] = (("", "All runs"), ("top", "Top runs"), ("member", "Members' runs"))
+
+
+# --- the question: which days, which spec, which runs of a tree ------------------------------------------
 
 
 @dataclass(frozen=True)
 class DashboardQuery:
-    """Runs created from `start` to `end` (both days included, in the site's time zone), of `spec` or all."""
+    """Runs created from `start` to `end` (both days included, in the site's time zone), of `spec` or all,
+    top runs, members' runs or all (`tree`: "top", "member" or "")."""
 
     start: datetime.date
     end: datetime.date
     spec: str = ""
+    tree: str = ""
 
     @property
     def days(self) -> list[datetime.date]:
@@ -60,6 +68,8 @@ class DashboardQuery:
         params = {"from": self.start.isoformat(), "to": self.end.isoformat()}
         if self.spec:
             params["spec"] = self.spec
+        if self.tree:
+            params["tree"] = self.tree
         return params
 
 
@@ -79,11 +89,12 @@ def _shown(raw: str) -> str:
 
 def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
                 specs: Sequence[str]) -> tuple[DashboardQuery, list[str]]:
-    """The query the parameters ask for (`from`, `to` as YYYY-MM-DD, `spec`), and what was wrong with them.
+    """The query the parameters ask for (`from`, `to` as YYYY-MM-DD, `spec`, `tree`), and what was wrong
+    with them.
 
     A bad date, a day after LAST_DAY, a range that ends before it starts or is longer than MAX_DAYS gives
-    the default range (the last DEFAULT_DAYS days); an unknown spec gives every spec. Each problem is one
-    sentence.
+    the default range (the last DEFAULT_DAYS days); an unknown spec gives every spec, an unknown `tree` all
+    runs. Each problem is one sentence.
     """
     problems: list[str] = []
     default_start = today - datetime.timedelta(days=DEFAULT_DAYS - 1)
@@ -113,7 +124,11 @@ def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
     if spec and spec not in specs:
         problems.append(f"No run has the spec “{_shown(spec)}”: showing every spec.")
         spec = ""
-    return DashboardQuery(start=start, end=end, spec=spec), problems
+    tree = (params.get("tree") or "").strip()
+    if tree not in dict(TREE_CHOICES):
+        problems.append(f"“{_shown(tree)}” is not a choice of runs (top or member): showing all runs.")
+        tree = ""
+    return DashboardQuery(start=start, end=end, spec=spec, tree=tree), problems
 
 
 # --- the reads ----------------------------------------------------------------------------------------
@@ -159,6 +174,8 @@ class Dashboard:
     tools: list[ToolFigures]
     stop_reasons: list[tuple[str, int]]
     errors: list[tuple[str, int]]
+    #: How many of the runs are members' runs (work another run handed over).
+    member_runs: int = 0
     by_outcome: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -213,6 +230,8 @@ def _bounds(query: DashboardQuery) -> tuple[datetime.datetime, datetime.datetime
 def runs_in(query: DashboardQuery) -> QuerySet[AgentRun]:
     start, end = _bounds(query)
     runs = AgentRun.objects.filter(created_at__gte=start, created_at__lt=end)
+    if query.tree:
+        runs = runs.filter(parent__isnull=query.tree == "top")
     return runs.filter(spec=query.spec) if query.spec else runs
 
 
@@ -245,6 +264,7 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         p50=PercentileCont("duration_ms", 0.5), p95=PercentileCont("duration_ms", 0.95),
         up=Count("id", filter=Q(quality_score=1.0)), down=Count("id", filter=Q(quality_score=0.0)),
         none=Count("id", filter=Q(quality_score__isnull=True)),
+        members=Count("id", filter=Q(parent__isnull=False)),
     )
     tools = _tools_in(runs)
 
@@ -256,4 +276,5 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         query=query, runs_by_day=runs_by_day, tokens_by_day=tokens_by_day, p50_ms=overall["p50"],
         p95_ms=overall["p95"], thumbs_up=overall["up"], thumbs_down=overall["down"],
         no_feedback=overall["none"], tools=tools, stop_reasons=top("stop_reason"), errors=top("error"),
+        member_runs=overall["members"],
     )
