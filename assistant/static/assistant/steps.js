@@ -239,8 +239,9 @@
       if (why) field(body, "Why", why);
       var used = result.used;
       if (used && typeof used === "object") {
-        field(body, "Used", (used.model_calls || 0) + " model calls, " + (used.tool_calls || 0) + " tool calls, " +
-          (used.tokens || 0) + " tokens");
+        var counted = function (count, noun) { count = count || 0; return count + " " + plural(noun, count); };
+        field(body, "Used", counted(used.model_calls, "model call") + ", " + counted(used.tool_calls, "tool call") +
+          ", " + counted(used.tokens, "token"));
       }
     } else if (step.kind === "tool_call") {
       field(body, "Tool", step.tool_name);
