@@ -209,7 +209,7 @@ def test_feedback_is_for_runs_that_ended_whether_they_answered_or_not(alice: Any
         await tab.disconnect()
 
     asyncio.run(scenario())
-    assert [AgentRun.objects.get(pk=run.pk).quality_score for run in working] == [None, None, None]
+    assert [AgentRun.objects.get(pk=run.pk).quality_score for run in working] == [None] * len(working)
     assert [AgentRun.objects.get(pk=run.pk).feedback_comment for run in ended] == ["Slow", "Slow", "Slow"]
 
 
