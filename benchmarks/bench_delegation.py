@@ -23,7 +23,7 @@ from django.conf import settings
 from django.test import override_settings
 
 from benchmarks import percentile
-from benchmarks.bench_turn import _time_turns
+from benchmarks.bench_turn import _time_turns, signed_in_person
 
 ROUNDS = 6
 TURNS_PER_BLOCK = 8
@@ -31,20 +31,12 @@ GOAL_RATIO = 1.0
 
 
 def main() -> None:
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-
-    from assistant.authority import SentFrom
     from benchmarks.load import celery_worker, clear_leftovers, throwaway_database
     from tracker.models import Project
 
     clear_leftovers()
     with throwaway_database("bench_delegation") as database_url, tempfile.TemporaryDirectory() as scratch:
-        user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
-        browser = Client()
-        browser.force_login(user)
-        sent_from = SentFrom(session_key=browser.session.session_key or "", client_address="127.0.0.1",
-                             origin="http://127.0.0.1:8000")
+        user, sent_from = signed_in_person()
         home = Project.objects.create(owner=user, name="Home")
         # Three calls the clerk of the site's demo society may make (config/settings.py).
         calls = [

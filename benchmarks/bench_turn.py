@@ -113,25 +113,32 @@ def _time_bare_calls(user: Any, calls: list[dict[str, Any]], sent_from: Any) -> 
     return (time.perf_counter() - started) * 1000
 
 
+def signed_in_person(username: str = "bench") -> tuple[Any, Any]:
+    """A new person signed in through a real session, and where their messages come from (`SentFrom`), as
+    the socket passes it: their runs' tool calls go through the site's middleware with that session."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from assistant.authority import SentFrom
+
+    user = get_user_model().objects.create_user(username, password="x")  # noqa: S106
+    browser = Client()
+    browser.force_login(user)
+    return user, SentFrom(session_key=browser.session.session_key or "", client_address="127.0.0.1",
+                          origin="http://127.0.0.1:8000")
+
+
 @contextmanager
 def three_tool_turns(database_name: str) -> Iterator[tuple[Any, list[dict[str, Any]], Any]]:
     """A throwaway database `database_name` holding a signed-in person and their project "Home", a scripted
     model that makes the turn's three tool calls and then answers, and a real worker: yields
     (user, calls, sent_from) for `_time_turns`."""
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-
-    from assistant.authority import SentFrom
     from benchmarks.load import celery_worker, clear_leftovers, throwaway_database
     from tracker.models import Project
 
     clear_leftovers()
     with throwaway_database(database_name) as database_url, tempfile.TemporaryDirectory() as scratch:
-        user = get_user_model().objects.create_user("bench", password="x")  # noqa: S106
-        browser = Client()
-        browser.force_login(user)
-        sent_from = SentFrom(session_key=browser.session.session_key or "", client_address="127.0.0.1",
-                             origin="http://127.0.0.1:8000")
+        user, sent_from = signed_in_person()
         home = Project.objects.create(owner=user, name="Home")
         calls = [
             {"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Benchmark task"}},
