@@ -185,15 +185,16 @@ class RunAuthority:
             self._unreadable = True
             self.sent_from = SentFrom(session_key="", client_address=run.client_address, origin=run.client_origin)
 
-    def check(self) -> None:
+    def check(self, *, now: bool = False) -> None:
+        """`now`: whatever the last check found, ask again (a run told to stop asks why)."""
         if self._unreadable:
             raise SessionEnded()
         if self.sent_from is None:
             return
-        now = time.monotonic()
-        if now < self._next_check:
+        at = time.monotonic()
+        if at < self._next_check and not now:
             return
-        self._next_check = now + AUTHORITY_CHECK_SECONDS
+        self._next_check = at + AUTHORITY_CHECK_SECONDS
         if not session_acts_as(self.sent_from.session_key, self.owner_id):
             raise SessionEnded()
 

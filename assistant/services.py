@@ -3,6 +3,7 @@ events, and enqueues work, only after that transaction commits."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -315,11 +316,21 @@ def session_runs_end(*, session_key: str) -> list[AgentRun]:
     """The browser session messages were sent from has ended (logout, expiry, deletion, a changed password,
     a deactivated user): its queued and waiting runs end now as `session_ended`, their pending actions not
     taken, and every socket of that session is told and closes. A working run stops at its next step
-    boundary, where its worker finds the session gone; its tool calls are refused before that."""
+    boundary, or within a moment while its model streams (as after a Stop), where its worker finds the
+    session gone; its tool calls are refused before that."""
     # By the key's digests (under the current secret and each fallback): the rows hold no key in clear.
-    runs = _session_digests_runs(session_key_digests(session_key))
+    digests = session_key_digests(session_key)
+    runs = _session_digests_runs(digests)
     for run in runs:
         run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED, error=SESSION_ENDED_MESSAGE)
+    # A working run (a member among them) is asked to stop as a Stop would, within a moment even while its
+    # model streams; its worker finds the session gone, and says so.
+    working = list(AgentRun.objects.filter(session_digest__in=digests, status=AgentRun.Status.RUNNING)
+                   .values_list("pk", flat=True))
+    if working:
+        AgentRun.objects.filter(pk__in=working).update(cancel_requested=True)
+        for run_id in working:
+            transaction.on_commit(functools.partial(request_cancel, run_id))
     event = session_ended_event()
     transaction.on_commit(lambda: publisher.publish(session_group(session_key), event))
     return runs

@@ -1,17 +1,18 @@
 """Handing work to members, from the turn of the run that asks, and hearing back.
 
 A call of a delegation tool (`ask_<member>`, assistant/society/offer.py) is one tool step of the asking
-run. Starting it writes, in one transaction: the step (`started`), the member's child run (queued, its
-budget reserved from what the asking run has left, `lifecycle.run_child_start`), and the asking run's
-pause: `awaiting_members`, holding no worker. Every delegation of one model answer starts together, so
-their reservations share what is left before any of them spends it.
+run. Starting it writes, in one transaction: the step (`started`) and the member's child run (queued, its
+budget reserved from what the asking run has left, `lifecycle.run_child_start`). Every delegation of one
+model answer starts together, so their reservations share what is left before any of them spends it.
 
 The child works like any run (a worker claims it, it is checkpointed step by step, fenced by its own
-lease, resumed after a crash). When it ends, however it ends, its parent is woken (`parent_wake`: back on
-the queue once none of its children is still at work) and takes its step up again: the step is finished
-with what the member answered, as data — its reply, or an escalation that says why it could not go on.
-A crash between any two of these writes loses nothing: a step `started` with a child is never "unknown"
-(the child's row says what happened), and the sweeper wakes a parent whose children all ended.
+lease, resumed after a crash). The worker of the asking run works on the first member at once, still
+holding the asker; when the members have ended, the asker's steps are finished with what each answered,
+as data — its reply, or an escalation that says why it could not go on. While a member waits for the
+person, or works in another worker, the asker pauses instead (`awaiting_members`, holding no worker), and
+the end of its last working member wakes it (`parent_wake`: back on the queue). A crash between any two of
+these writes loses nothing: a step `started` with a child is never "unknown" (the child's row says what
+happened), and the sweeper wakes a paused asker whose members all ended.
 """
 
 from __future__ import annotations
@@ -81,11 +82,10 @@ def _argument_problem(tool: DelegationTool, arguments: Any) -> str | None:
     return None
 
 
-def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -> tuple[list[int], bool]:
-    """Start the members of these delegation calls (none started yet), in one transaction, and pause the
-    asking run while any of them works. Returns the child runs started and whether the run paused; a
-    delegation that cannot start (bad arguments, refused) has its step finished saying why, and starts
-    nothing."""
+def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -> list[int]:
+    """Start the members of these delegation calls (none started yet), in one transaction. Returns the
+    child runs started (queued: the caller works on them or hands them to workers); a delegation that
+    cannot start (bad arguments, refused) has its step finished saying why, and starts nothing."""
     run = journal.run
     started: list[int] = []
     with transaction.atomic():
@@ -108,9 +108,7 @@ def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -
             step.result = {"status": "asked", "member": tool.member, "child_run_id": child.pk}
             journal.save(step, "result")
             started.append(child.pk)
-        # Not paused only when the person stopped the run meanwhile: the turn's next boundary ends it.
-        paused = bool(started) and journal.await_members()
-    return started, paused
+    return started
 
 
 def delegations_collect(journal: StepJournal, steps: Sequence[AgentStep]) -> bool:

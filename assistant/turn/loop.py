@@ -152,7 +152,9 @@ class QuestionEmbedding:
 
 
 class Turn:
-    def __init__(self, run: AgentRun, heartbeat: Heartbeat, early: QuestionEmbedding | None = None) -> None:
+    def __init__(self, run: AgentRun, heartbeat: Heartbeat, early: QuestionEmbedding | None = None, *,
+                 work_on_member: Callable[[int], None] | None = None,
+                 enqueue: Callable[[int], None] | None = None) -> None:
         self.run = run
         self.config = run.config or {}
         self.heartbeat = heartbeat
@@ -180,9 +182,10 @@ class Turn:
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
         self.tools: dict[str, Tool] = {}
-        # The members this run may hand work to (assistant/society/), and the runs it started for them.
+        # The members this run may hand work to (assistant/society/); how this worker works on the first one
+        # it asks (at once, still holding this run), and hands the others of the same answer to other workers.
         self.delegations: dict[str, DelegationTool] = {}
-        self.members_started: list[int] = []
+        self.work_on_member, self.enqueue = work_on_member, enqueue
         # The claim read the row's cancel flag, and the faster Redis flag is only ever set after that one:
         # the first Redis lookup can wait its turn, and a flag already set stops the run at its first boundary.
         self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
@@ -253,12 +256,12 @@ class Turn:
                 raise self._stopped()
 
     def _stopped(self) -> StopRun:
-        """Why this run was asked to stop: the person's Stop, or — for a member — the end of its top run
-        (a sign-out ends the request, and says so at every depth)."""
-        if self.is_member and self.run.root_id is not None:
-            top = AgentRun.objects.filter(pk=self.run.root_id).values_list("stop_reason", "error").first()
-            if top is not None and top[0] == SESSION_ENDED:
-                return StopRun(Status.CANCELLED, SESSION_ENDED, top[1])
+        """Why this run was asked to stop: the person's Stop, or the end of the session it acts with (a
+        sign-out stops every run of it, at every depth, and says so)."""
+        try:
+            self.authority.check(now=True)
+        except SessionEnded as ended:
+            return StopRun(Status.CANCELLED, SESSION_ENDED, ended.message)
         return StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
 
     def _on_delta(self, delta: str) -> None:
@@ -426,11 +429,21 @@ class Turn:
         fresh = [item for item in pending if item.step is None and self._is_delegation(item)]
         for index, item in enumerate(fresh):
             self.limits.before_tool_call(self.steps, item.call.name, item.call.arguments, also_starting=index)
-        started, paused = delegations_start(
+        started = delegations_start(
             self.journal, [Delegation(item.call, self.delegations[item.call.name], None) for item in fresh]
         )
-        self.members_started.extend(started)
-        return not paused
+        if started:
+            first, *others = started
+            for other in others:
+                if self.enqueue is not None:
+                    self.enqueue(other)
+                elif self.work_on_member is not None:
+                    self.work_on_member(other)
+            # This run keeps its lease meanwhile: when the member ends, it goes on at once, with what it has
+            # loaded. Should the member wait for the person, or the others still work, it pauses next.
+            if self.work_on_member is not None:
+                self.work_on_member(first)
+        return True
 
     def _delegation_tools(self) -> list[DelegationTool]:
         """One tool per member this run's spec may ask from where it is in its tree (none when the spec
@@ -550,10 +563,11 @@ def run_turn(
     embedding the question starts before the run is claimed. The turn checks it against the stored
     message and embeds again if they differ; without it, embedding starts once the history is read.
 
-    A run that hands work to members pauses; this worker then goes on with the first member at once, and
-    `enqueue`s the others (a member run by another worker at the same time), and when a member ends,
-    with the run that asked it, once it is woken (assistant/society/handoff.py). Each is claimed like any
-    run: one another worker took first is simply skipped.
+    A run that hands work to members works on the first of them at once, still holding its own lease, and
+    `enqueue`s the others of the same answer (members worked by other workers at the same time); it goes
+    on when they have ended, or pauses (`awaiting_members`) while one waits for the person or works
+    elsewhere. A member that ends wakes a run paused for it, and this worker then goes on with that run
+    (assistant/society/handoff.py). Each is claimed like any run: one another worker took first is skipped.
     """
     early: QuestionEmbedding | None = QuestionEmbedding.from_message(asked)
     following = [run_id]
@@ -570,11 +584,14 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
     run = claim(run_id, holder)
     if run is None:
         return []
-    turn: Turn | None = None
+    following: list[int] = []
+
+    def work_on_member(member_id: int) -> None:
+        following.extend(_work_on(member_id, holder=holder, claim=claim, early=None, enqueue=enqueue))
+
     with Heartbeat(run_id, holder) as heartbeat:
         try:
-            turn = Turn(run, heartbeat, early)
-            turn.execute()
+            Turn(run, heartbeat, early, work_on_member=work_on_member, enqueue=enqueue).execute()
         except Exception as exc:
             logger.exception("Run %s crashed", run_id)
             current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
@@ -584,16 +601,9 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
                     run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
                                error=f"Something went wrong inside the assistant ({type(exc).__name__}).",
                                holder=holder)
-    following: list[int] = []
-    if turn is not None and turn.members_started:
-        first, *others = turn.members_started
-        following.append(first)
-        for other in others:
-            if enqueue is not None:
-                enqueue(other)
-            else:
-                following.append(other)
-    ended = AgentRun.objects.filter(pk=run_id).only("pk", "parent_id", "status").first()
-    if ended is not None and ended.parent_id is not None and not ended.is_active and parent_wake(ended):
-        following.append(ended.parent_id)
+    if run.parent_id is not None:
+        # A member that ended wakes the run that asked it, if that one paused for it (see handoff.py).
+        ended = AgentRun.objects.filter(pk=run_id).only("pk", "parent_id", "status").first()
+        if ended is not None and not ended.is_active and parent_wake(ended):
+            following.append(run.parent_id)
     return following
