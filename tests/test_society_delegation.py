@@ -274,3 +274,26 @@ def test_members_asked_at_once_share_a_small_token_budget_and_the_tree_stays_wit
                for step in AgentStep.objects.filter(run__in=[top, *members]))
     assert used <= budget
     assert {step.result["status"] for step in tool_steps(top)} == {"escalated"}
+
+
+def test_a_tree_deeper_than_the_limit_is_refused_where_it_would_go_too_deep(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = AgentChat.objects.create(owner=alice, spec="test-chain-a")
+    fake_openai.queue(
+        *[openai_stream([], [(f"c{depth}", f"ask_test-chain-{name}", {"task": "Pass it on."})])
+          for depth, name in enumerate("bcde")],
+        # d is 3 deep, the most a tree may go: it was offered no member, and its call asks for none.
+        openai_stream(["Nobody below me."]), openai_stream(["c heard."]), openai_stream(["b heard."]),
+        openai_stream(["a heard."]),
+    )
+    top = wait_for_run(chat_send(user=alice, content="pass it down", chat_id=chat.pk).run.pk, *FINISHED)
+    assert (top.status, top.reply) == ("succeeded", "a heard.")
+    runs = {run.spec: run for run in AgentRun.objects.filter(root=top)}
+    assert sorted(runs) == ["test-chain-b", "test-chain-c", "test-chain-d"]
+    assert [runs[f"test-chain-{name}"].depth for name in "bcd"] == [1, 2, 3]
+    [too_deep] = tool_steps(runs["test-chain-d"])
+    assert (too_deep.tool_name, too_deep.took_effect) == ("ask_test-chain-e", False)
+    assert too_deep.result["status"] in AgentStep.FAILED_OUTCOMES
+    offered = [{tool["function"]["name"] for tool in body.get("tools", [])} for body in fake_openai.bodies[:4]]
+    assert "ask_test-chain-b" in offered[0] and "ask_test-chain-e" not in offered[3]
