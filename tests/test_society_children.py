@@ -14,7 +14,7 @@ from django.utils import timezone
 from assistant.authority import SentFrom
 from assistant.lifecycle import DelegationRefused, run_child_start, run_config, run_path
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send, run_cancel, session_runs_end
+from assistant.services import Refused, chat_send, run_cancel, session_runs_end
 from assistant.society.budget import reserve, tree_usage
 from assistant.tasks import run_enqueue
 from registry.models import AgentProfile
@@ -157,6 +157,32 @@ def test_stopping_the_top_run_stops_its_whole_tree(alice: Any, society: Any) -> 
     assert (reader.status, reader.cancel_requested) == ("running", True)
     assert (waiting.status, waiting.stop_reason) == ("cancelled", "cancelled")
     assert (asked.state, asked.result["status"]) == ("finished", "not_run")
+
+
+def test_a_new_message_supersedes_a_tree_waiting_for_the_person_and_is_refused_while_a_member_works(
+    alice: Any, society: Any
+) -> None:
+    parent = top_run(alice)
+    AgentRun.objects.filter(pk=parent.pk).update(status="awaiting_members", lease_owner="")
+    clerk = run_child_start(parent=parent, spec="clerk", task="Add.")
+    AgentRun.objects.filter(pk=clerk.pk).update(status="running", lease_owner="a-worker")
+
+    # A member still works: the request is not waiting for the person, so the message is refused.
+    with pytest.raises(Refused) as refused:
+        chat_send(user=alice, content="something else", chat_id=parent.chat_id)
+    assert refused.value.code == "run_active"
+
+    AgentRun.objects.filter(pk=clerk.pk).update(status="awaiting_confirmation", lease_owner="")
+    asked = AgentStep.objects.create(run=clerk, seq=1, kind="tool_call", tool_name="tracker_task_create",
+                                     call_id="c1", state="awaiting_confirmation", arguments={"title": "x"})
+    sent = chat_send(user=alice, content="something else", chat_id=parent.chat_id)
+
+    for row in (parent, clerk, asked):
+        row.refresh_from_db()
+    assert (parent.status, parent.stop_reason, clerk.status, clerk.stop_reason) == (
+        "cancelled", "superseded", "cancelled", "superseded")
+    assert (asked.state, asked.result["status"], asked.confirmation) == ("finished", "not_run", "")
+    assert sent.run.status == "queued" and sent.run.parent_id is None
 
 
 @pytest.mark.django_db(transaction=True)
