@@ -55,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     # How deep a tree of runs may grow: a top run (depth 0) may hand work to members, they to theirs, … to
     # this depth; no spec twice on one path.
     "MAX_DELEGATION_DEPTH": 3,
+    # Offer every run the planning tool (assistant/plans/): for a request of several actions, the model
+    # says its plan first, and the person watches it followed step by step.
+    "PLANS": True,
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,

@@ -26,6 +26,7 @@ from assistant.authority import SentFrom, SessionEnded, session_acts_as, session
 from assistant.conf import assistant_settings
 from assistant.events import bounded, current_event_seq, user_group
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
+from assistant.plans.record import plan_payload
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +190,8 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
     chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
     if chat is None:
         state: dict[str, Any] = {"type": "assistant.messages_loaded", "chat": None, "messages": [],
-                                 "active_run": None, "steps": [], "members": [], "pending_confirmation": None,
+                                 "active_run": None, "steps": [], "members": [], "plan": None,
+                                 "pending_confirmation": None,
                                  "has_more": False, "before": before, "event_seq": event_seq}
         if with_steps:
             state["runs"] = []
@@ -198,6 +200,7 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
     run = selectors.chat_active_run(chat=chat)
     members = selectors.run_members(run=run) if run is not None else []
     pending = selectors.tree_pending_confirmation(run=run, members=members) if run is not None else None
+    plans = selectors.runs_plans(run_ids=[r.pk for r in (run, *members)] if run is not None else [])
     # The newest page ends with the chat's newest message: no second look for the chat's preview.
     latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
     state = {
@@ -208,16 +211,23 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
         "before": before,
         "active_run": run_payload(run) if run is not None else None,
         "steps": [step_payload(step) for step in selectors.run_steps(run=run)] if run is not None else [],
-        # The members the active run asked, each with its steps: shown nested under the step that asked it.
-        "members": [{**run_payload(member), "steps": [step_payload(step) for step in selectors.run_steps(run=member)]}
-                    for member in members],
+        # The members the active run asked, each with its steps (and plan): nested under the step that asked it.
+        "members": [{**run_payload(member), "steps": [step_payload(step) for step in selectors.run_steps(run=member)],
+                     "plan": _plan_or_none(plans.get(member.pk))} for member in members],
+        # The plan the active run follows (its newest revision), if it made one.
+        "plan": _plan_or_none(plans.get(run.pk)) if run is not None else None,
         "pending_confirmation": step_payload(pending) if pending is not None else None,
         "event_seq": event_seq,
     }
     if with_steps:
-        state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]]}
-                         for past in page.runs]
+        past_plans = selectors.runs_plans(run_ids=[past.pk for past in page.runs])
+        state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]],
+                          "plan": _plan_or_none(past_plans.get(past.pk))} for past in page.runs]
     return state
+
+
+def _plan_or_none(plan: Any) -> dict[str, Any] | None:
+    return plan_payload(plan) if plan is not None else None
 
 
 def _chats_listed(user: Any, *, before: int | None, limit: int) -> dict[str, Any]:

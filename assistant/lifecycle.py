@@ -20,6 +20,7 @@ from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
 from assistant.models import AgentChat, AgentRun, AgentStep, step_counts
 from assistant.payloads import run_event, run_payload, step_payload
+from assistant.plans.record import run_plan_close
 from assistant.run_profile import run_intent, run_profile_record
 from assistant.signals import request_cancel
 from assistant.society.members import member
@@ -56,7 +57,7 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
     return {
         **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
         "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,
-        "recall_limit": s.RECALL_LIMIT,
+        "recall_limit": s.RECALL_LIMIT, "plans": s.PLANS,
     }
 
 
@@ -267,6 +268,7 @@ def _run_close(
         step.save(update_fields=["state", "took_effect", "reason", "result"])
         publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
     run_profile_record(run, steps)
+    run_plan_close(run)
     if status != AgentRun.Status.SUCCEEDED:
         _members_stop(run, status=status, stop_reason=stop_reason, error=error)
     return run

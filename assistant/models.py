@@ -321,6 +321,42 @@ def step_counts(steps: Iterable[AgentStep]) -> dict[str, int]:
     }
 
 
+class AgentPlan(models.Model):
+    """One revision of a run's plan (assistant/plans/): what the run means to do, step by step, in words.
+
+    A run that plans writes revision 1 before it acts; a step that fails makes it plan again, and each new
+    plan is a new row (the steps already done carried over as they were). The newest revision is the plan
+    the run follows: its steps' statuses change as the run works, and every step has a final status once
+    the run has ended. Evidence, like the run's steps: staff read it, nobody edits it."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        IN_PROGRESS = "in_progress"
+        DONE = "done"
+        FAILED = "failed"
+        SKIPPED = "skipped"
+
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="plans")
+    revision = models.PositiveIntegerField()
+    # [{"n", "do", "tool", "member", "member_note", "status", "step_ids", "why"}], in order (see plans.record).
+    steps = models.JSONField(default=list)
+    # Why this revision was made: empty for the first; the failure (or the person's comment) that led to it.
+    reason = models.TextField(blank=True)
+    # The run's tool step that wrote it (the model's call of the planning tool).
+    made_in = models.ForeignKey(AgentStep, on_delete=models.SET_NULL, null=True, blank=True, related_name="plans")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = StepQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run", "revision"]
+        constraints = [models.UniqueConstraint(fields=["run", "revision"], name="plan_run_revision_unique")]
+
+    def __str__(self) -> str:
+        return f"Plan of run {self.run_id}, revision {self.revision}"
+
+
 class AgentMemory(models.Model):
     """Something the assistant remembers for one owner. The vector column has no fixed dimension,
     so embedders of different sizes can coexist; only rows of the same `embedder` (and `dims`) are

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 
 
 class NotFound(Exception):
@@ -137,6 +137,14 @@ def run_steps(*, run: AgentRun) -> list[AgentStep]:
 
 def run_pending_confirmation(*, run: AgentRun) -> AgentStep | None:
     return run.steps.filter(state=AgentStep.State.AWAITING_CONFIRMATION, confirmation="").order_by("seq").first()
+
+
+def runs_plans(*, run_ids: list[int]) -> dict[int, AgentPlan]:
+    """The plan each of these runs follows (its newest revision), by run id: one query."""
+    if not run_ids:
+        return {}
+    newest = AgentPlan.objects.filter(run_id__in=run_ids).order_by("run_id", "-revision").distinct("run_id")
+    return {plan.run_id: plan for plan in newest}
 
 
 def run_members(*, run: AgentRun) -> list[AgentRun]:

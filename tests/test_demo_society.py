@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from assistant.models import AgentChat, AgentRun
+from assistant.models import AgentChat, AgentPlan, AgentRun
 from assistant.services import chat_send
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, wait_for_run
@@ -42,7 +42,21 @@ def test_the_demo_model_hands_each_part_of_a_request_to_its_member(alice: Any, c
     garden = Project.objects.get(owner=alice, name="Garden")
     assert sorted(garden.tasks.values_list("title", flat=True)) == ["buy seeds", "water the plants"]
     # The orchestrator changed nothing itself: every effect is a member's, each under its own tools.
-    assert not top.steps.filter(kind="tool_call").exclude(tool_name__startswith="ask_").exists()
+    assert set(top.steps.filter(kind="tool_call").exclude(tool_name__startswith="ask_")
+               .values_list("tool_name", flat=True)) == {"assistant_plan"}
+    # It said its plan first, then followed it: each step done, carried out by the step that asked its member.
+    [plan] = AgentPlan.objects.filter(run=top)
+    assert [(step["do"], step["member"], step["status"]) for step in plan.steps] == [
+        ("Create the project 'Garden'.", "keeper", "done"),
+        ("Add the task 'water the plants' to the project 'Garden'.", "clerk", "done"),
+        ("Add the task 'buy seeds' to the project 'Garden'.", "clerk", "done"),
+        ("List my open tasks.", "reader", "done"),
+    ]
+    asking = {step.pk: step.tool_name for step in top.steps.filter(tool_name__startswith="ask_")}
+    assert [[asking[pk] for pk in step["step_ids"]] for step in plan.steps] == [
+        ["ask_keeper"], ["ask_clerk"], ["ask_clerk"], ["ask_reader"]]
+    assert plan.made_in.tool_name == "assistant_plan" and plan.made_in.seq < min(
+        top.steps.filter(tool_name__startswith="ask_").values_list("seq", flat=True))
     # The two tasks for the clerk were asked in one answer.
     asked = list(top.steps.filter(kind="tool_call").order_by("seq"))
     clerk_steps = [step for step in asked if step.tool_name == "ask_clerk"]
@@ -78,6 +92,11 @@ def test_a_members_failure_stops_the_plan_and_says_what_was_not_done(alice: Any,
     assert clerk.spec == "clerk"
     assert "I stopped there" in top.reply and "Attic" in top.reply
     assert not Task.objects.filter(title="sweep").exists()
+    # Re-planned in the open: the failed step stays failed with why, and the list is not tried.
+    first, revised = AgentPlan.objects.filter(run=top).order_by("revision")
+    assert [step["status"] for step in first.steps] == ["failed", "pending"]
+    assert [(step["status"], step["member"]) for step in revised.steps] == [("failed", "clerk")]
+    assert "tracker_task_create" in revised.steps[0]["why"] and "clerk could not do" in revised.reason
 
 
 @pytest.mark.parametrize(("request_text", "member", "effect"), [

@@ -13,11 +13,14 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from assistant.events import publish_to_user
 from assistant.lifecycle import chat_activity_record, run_finish
-from assistant.models import AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
+from assistant.plans.offer import PLAN_TOOL
+from assistant.plans.record import plan_event, step_finished, step_started
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
 from assistant.turn.fence import Fenced, insert_fenced, update_fenced
@@ -29,6 +32,9 @@ Kind = AgentStep.Kind
 State = AgentStep.State
 
 _JSON_FIELDS = ("arguments", "result")
+#: What the model is told with the outcome of a call whose plan step failed.
+REVISE = ("This step of your plan failed. Revise the plan (call assistant_plan with the steps still to do; "
+          "those done stay done) before going on, or tell the person.")
 _TEXT_FIELDS = ("reason", "summary")
 _NAME_FIELDS = ("tool_name", "call_id")
 
@@ -52,9 +58,11 @@ class StepJournal:
     `cancelled` is set, for the turn to stop at its next boundary."""
 
     def __init__(self, run: AgentRun, holder: str, steps: list[AgentStep],
-                 cancelled: threading.Event | None = None) -> None:
+                 cancelled: threading.Event | None = None, plan: AgentPlan | None = None) -> None:
         self.run, self.holder, self.steps = run, holder, steps
         self.cancelled = cancelled if cancelled is not None else threading.Event()
+        # The plan the run follows (assistant/plans/): its steps follow the tool steps written here.
+        self.plan = plan
 
     def _lost(self) -> LeaseLost:
         return LeaseLost(f"run {self.run.pk} is no longer held by {self.holder}")
@@ -78,6 +86,8 @@ class StepJournal:
         self._written(insert_fenced(step, run_id=self.run.pk, holder=self.holder))
         self.steps.append(step)
         self._publish_step(step)
+        if self.plan is not None and self._follows_plan(step) and step_started(self.plan.steps, step) is not None:
+            self._save_plan()
         return step
 
     def save(self, step: AgentStep, *fields: str) -> None:
@@ -97,7 +107,31 @@ class StepJournal:
         step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
         if duration_ms is not None:
             step.duration_ms = duration_ms
+        followed = step_finished(self.plan.steps, step) if self.plan is not None and self._follows_plan(step) else None
+        if followed and followed["status"] == AgentPlan.Status.FAILED:
+            # Said to the model with the outcome, as data: the plan is to be revised, not ploughed on with.
+            step.result = {**outcome, "plan": {"step": followed["n"], "status": "failed", "next": REVISE}}
         self.save(step, "state", "result", "took_effect", "reason", "duration_ms")
+        if followed:
+            self._save_plan()
+
+    # --- plan --------------------------------------------------------------------------------
+
+    def _follows_plan(self, step: AgentStep) -> bool:
+        return self.plan is not None and step.kind == Kind.TOOL_CALL and step.tool_name != PLAN_TOOL
+
+    def write_plan(self, plan: AgentPlan) -> AgentPlan:
+        """A new revision of the run's plan, which the run follows from now on."""
+        self._written(insert_fenced(plan, run_id=self.run.pk, holder=self.holder))
+        self.plan = plan
+        publish_to_user(self.run.owner_id, plan_event(self.run, plan))
+        return plan
+
+    def _save_plan(self) -> None:
+        assert self.plan is not None
+        self.plan.updated_at = timezone.now()
+        self._written(update_fenced(self.plan, ("steps", "updated_at"), run_id=self.run.pk, holder=self.holder))
+        publish_to_user(self.run.owner_id, plan_event(self.run, self.plan))
 
     # --- pause, reply, end -------------------------------------------------------------------
 

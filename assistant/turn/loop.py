@@ -41,6 +41,8 @@ from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCal
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentMemory, AgentRun, AgentStep
 from assistant.payloads import run_event
+from assistant.plans.offer import PLAN_TOOL, PlanTool
+from assistant.plans.record import new_revision, run_plan
 from assistant.society.handoff import (
     Delegation,
     delegations_collect,
@@ -53,6 +55,7 @@ from assistant.society.members import member
 from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.tools.describe import describe_call
+from assistant.tools.validation import validate_arguments
 from assistant.turn.confirmation import Decision, decide, declined_outcome
 from assistant.turn.context import chat_history, conversation_window, earlier_notes, system_prompt
 from assistant.turn.journal import StepJournal
@@ -176,7 +179,8 @@ class Turn:
         # A run taken up for the first time has no steps yet: skip the query.
         steps: list[AgentStep] = list(run.steps.order_by("seq")) if run.attempts > 1 else []
         # The journal's writes read the run's cancel flag too, and raise the heartbeat's: one flag to check.
-        self.journal = StepJournal(run, heartbeat.holder, steps, cancelled=heartbeat.cancelled)
+        self.journal = StepJournal(run, heartbeat.holder, steps, cancelled=heartbeat.cancelled,
+                                   plan=run_plan(run) if steps else None)
         # A run taken up again may have asked members already: what they used counts in its limits.
         self.limits = Limits(run, members_used(steps))
         self.model: ChatModel | None = None
@@ -186,6 +190,8 @@ class Turn:
         # it asks (at once, still holding this run), and hands the others of the same answer to other workers.
         self.delegations: dict[str, DelegationTool] = {}
         self.work_on_member, self.enqueue = work_on_member, enqueue
+        # The planning tool, when the run's settings offer it (assistant/plans/).
+        self.planner: PlanTool | None = None
         # The claim read the row's cancel flag, and the faster Redis flag is only ever set after that one:
         # the first Redis lookup can wait its turn, and a flag already set stops the run at its first boundary.
         self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
@@ -210,6 +216,7 @@ class Turn:
             )
             self.tools = {tool.name: tool for tool in offered}
             self.delegations = {tool.name: tool for tool in self._delegation_tools()}
+            self.planner = PlanTool() if run_setting(self.run, "PLANS") else None
             self._close_interrupted_steps()
             preamble: list[Message] | None = None
             while True:
@@ -355,7 +362,8 @@ class Turn:
         started = time.monotonic()
         self._streamed = []
         try:
-            response = self.model.call_tools(messages, [*self.tools.values(), *self.delegations.values()],
+            offered: list[Any] = [*self.tools.values(), *self.delegations.values()]
+            response = self.model.call_tools(messages, [*offered, self.planner] if self.planner else offered,
                                              on_text_delta=self._on_delta)
         except StopRun as stop:
             self.journal.add(
@@ -408,11 +416,40 @@ class Turn:
         pauses (for the person's answer, or for its members)."""
         for item in pending:
             self._boundary()
+            if self._is_plan(item):
+                self._plan(item)
+                continue
             if self._is_delegation(item):
                 return self._delegate(pending)
             if not self._tool_call(item):
                 return False
         return True
+
+    def _is_plan(self, item: PendingCall) -> bool:
+        return (self.planner is not None and item.call.name == PLAN_TOOL and item.problem is None
+                and item.call.invalid_arguments is None)
+
+    def _plan(self, item: PendingCall) -> None:
+        """The model says (or revises) its plan: a new revision the run follows from now on, and the tool
+        step that made it, whose result is the plan as recorded (assistant/plans/)."""
+        call = item.call
+        if item.step is None:
+            self.limits.before_tool_call(self.steps, call.name, call.arguments)
+        errors = validate_arguments(call.arguments, dict(PlanTool().parameters))
+        step = item.step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
+                                             call_id=call.id, arguments=call.arguments)
+        if errors:
+            self.journal.finish_step(step, {"status": "invalid", "took_effect": False, "reason": "Invalid plan: " +
+                                            "; ".join(f"{name}: {error}" for name, error in errors.items())})
+            return
+        plan = self.journal.write_plan(new_revision(
+            self.run, self.journal.plan, call.arguments, made_in=step,
+            members={name: tool.member for name, tool in self.delegations.items()},
+            notes={tool.member: tool.annotation for tool in self.delegations.values()},
+        ))
+        self.journal.finish_step(step, {"status": "planned", "took_effect": False, "revision": plan.revision,
+                                        "steps": [{"n": s["n"], "do": s["do"], "status": s["status"]}
+                                                  for s in plan.steps]})
 
     def _is_delegation(self, item: PendingCall) -> bool:
         return item.call.name in self.delegations and item.problem is None and item.call.invalid_arguments is None

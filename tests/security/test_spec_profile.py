@@ -72,7 +72,7 @@ def test_the_command_lists_exactly_what_a_run_under_the_spec_is_offered(
         [request] = fake_openai.bodies
         offered = {tool["function"]["name"] for tool in request["tools"]}
         assert {tool["name"] for tool in listed} == offered
-        assert all(tool["kind"] == "read" for tool in listed)
+        assert all(tool["kind"] in ("read", "plan") for tool in listed)
         # An explicit --profile may narrow a spec's profile, never widen it.
         assert _command(user="alice", spec="test-reader", profile="trusted") == listed
 
@@ -86,7 +86,7 @@ def test_the_command_lists_exactly_what_a_run_under_the_spec_is_offered(
 
 def test_a_spec_without_a_profile_gets_the_global_one(alice: Any) -> None:
     with assistant_settings_with(SPECS={"helper": {"tools": "__all__"}}, PERMISSION_PROFILE="restricted"):
-        assert all(tool["kind"] == "read" for tool in _command(user="alice", spec="helper"))
+        assert all(tool["kind"] in ("read", "plan") for tool in _command(user="alice", spec="helper"))
     with assistant_settings_with(SPECS={"helper": {"tools": "__all__"}}, PERMISSION_PROFILE="standard"):
         assert any(tool["kind"] == "write" for tool in _command(user="alice", spec="helper"))
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
 from .results import MAX_ROWS_SHOWN, describe_row, match_rows, plural, read_outcome, row_id
 from .schema import Reference, ToolInfo, analyse_tools
-from .society import delegate, is_delegation, split_request
+from .society import PLAN_TOOL, delegate, is_delegation, split_request
 from .text import Name, Request, action_of, read_request, stem, words
 
 MODEL_NAME = "offline-demo"
@@ -85,9 +85,9 @@ class OfflineModel:
         made = [call for m in turn if m.role == "assistant" for call in m.tool_calls]
         next_id = sum(len(m.tool_calls) for m in messages) + 1
         # A spec that may ask members hands them what its own tools do not cover (see society.py).
-        own = [tool for tool in tools if not is_delegation(tool)]
+        own = [tool for tool in tools if not is_delegation(tool) and tool.name != PLAN_TOOL]
         infos = analyse_tools(own)
-        if len(own) < len(tools) and (len(split_request(messages[last_user].content)) > 1
+        if any(is_delegation(tool) for tool in tools) and (len(split_request(messages[last_user].content)) > 1
                                       or _choose_tool(request, infos) is None):
             delegated = delegate(messages[last_user].content, made, results, tools, next_id)
             if delegated is not None:

@@ -25,8 +25,10 @@ from django.utils import timezone
 from ..types import ToolCall, ToolSpec
 from .text import Request, action_of, quoted_parts, read_request, stems
 
-#: How the product names a delegation tool (assistant/society/offer.py): `ask_<member>`.
+#: How the product names a delegation tool (assistant/society/offer.py): `ask_<member>`; and its planning tool
+#: (assistant/plans/offer.py), which a request of several tasks is planned with first, in the open.
 _ASK = "ask_"
+PLAN_TOOL = "assistant_plan"
 _ROLE = re.compile(r"“[^”]*”: (?P<role>.*?)\. It works with its own tools", re.DOTALL)
 _PARTS = re.compile(r"\s*(?:[,;]\s*(?:and\s+)?then\b|[,;]?\s+and\s+then\b|\bthen\b|[,;]?\s*after that\b|;)\s*",
                     re.IGNORECASE)
@@ -141,6 +143,13 @@ def delegate(text: str, made: Sequence[ToolCall], results: Mapping[str | None, s
         names = ", ".join(seat.name for seat in seats)
         return (f"None of the members I can ask ({names}) can do this part: “{unfit[0]}”. "
                 "I did nothing; ask for it another way, or on its own."), []
+    plans = [call for call in made if call.name == PLAN_TOOL]
+    may_plan = any(tool.name == PLAN_TOOL for tool in tools) and len(routed) > 1
+    if may_plan and not plans:
+        steps = [{"do": task, "tool": seat.tool.name} for task, seat in routed]
+        return "", [ToolCall(f"call_offline_{next_id}", PLAN_TOOL, {"steps": steps})]
+    if plans and plans[-1].id not in results:
+        return "", []
     heard: list[tuple[str, Seat, dict[str, Any]]] = []
     for batch in _batches(routed):
         calls: list[ToolCall] = []
@@ -160,6 +169,11 @@ def delegate(text: str, made: Sequence[ToolCall], results: Mapping[str | None, s
             return "", []
         failed = next((answer for answer in heard if answer[2].get("status") != "answered"), None)
         if failed is not None:
+            if may_plan and len(plans) == 1:
+                # Re-planned in the open: what is left depended on the part that failed, so nothing is left.
+                task, seat, answer = failed
+                reason = f"{seat.name} could not do “{task}”; the rest depended on it, so it is not tried."
+                return "", [ToolCall(f"call_offline_{next_id}", PLAN_TOOL, {"steps": [], "reason": reason})]
             return _reply(heard, stopped=failed), []
     return _reply(heard), []
 

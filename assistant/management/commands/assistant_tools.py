@@ -9,8 +9,17 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from assistant.lifecycle import run_config
+from assistant.plans.offer import PlanTool
+from assistant.society.members import member
+from assistant.society.offer import delegation_tools
 from assistant.tools import PROFILES, registry, tools_for
 from assistant.tools.offer import offer, resolve_scope
+
+
+def _run_tools(user: Any, config: dict[str, Any]) -> list[Any]:
+    seat = member(config["spec"])
+    asked = delegation_tools(owner=user, asking=seat) if seat.delegates else []
+    return [*asked, *([PlanTool()] if config.get("plans", True) else [])]
 
 
 class Command(BaseCommand):
@@ -39,7 +48,9 @@ class Command(BaseCommand):
                 user = get_user_model()._default_manager.get_by_natural_key(options["user"])
             except get_user_model().DoesNotExist as exc:
                 raise CommandError(f"No user named {options['user']!r}.") from exc
-            tools = tools_for(user, config["spec"], scope.profile)
+            # Beside the spec's tools, what a run under it is offered of its own: a tool per member it may ask,
+            # and the planning tool.
+            tools = [*tools_for(user, config["spec"], scope.profile), *_run_tools(user, config)]
         else:
             tools = [offer(definition, scope) for definition in registry.all()]
         if options["json"]:

@@ -1,0 +1,122 @@
+"""A run that plans, through the real socket, worker and database (the model is scripted): the plan is a row
+before it is an event, each step's status follows the tool steps that carry it out, a failed step makes the
+run plan again in the open (what was done stays done), and every step of the ended run has a final status."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from assistant.models import AgentPlan, AgentRun
+from tests.conftest import WorkerProcess, assistant_settings_with
+from tests.sockets import connect, receive_until
+from tracker.models import Project, Task
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}
+
+
+def statuses(plan: dict[str, Any]) -> list[str]:
+    return [step["status"] for step in plan["steps"]]
+
+
+def test_a_plan_of_three_steps_whose_second_fails_is_revised_in_the_open(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    model = script(
+        {"tool_calls": [{"name": "assistant_plan", "arguments": {"steps": [
+            {"do": "Add the task 'A' to Home", "tool": "tracker_task_create"},
+            {"do": "Rename the project 999", "tool": "tracker_project_update"},
+            {"do": "List your tasks", "tool": "tracker_task_list"},
+        ]}}]},
+        {"tool_calls": [{"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "A"}}]},
+        {"tool_calls": [{"name": "tracker_project_update", "arguments": {"pk": 999_999, "name": "B"}}]},
+        {"tool_calls": [{"name": "assistant_plan", "arguments": {
+            "steps": [{"do": "List your tasks", "tool": "tracker_task_list"}],
+            "reason": "That project does not exist; listing the tasks is still useful."}}]},
+        {"tool_calls": [{"name": "tracker_task_list", "arguments": {}}]},
+        {"text": "Added A; the project to rename was not found."},
+    )
+    tab = connect(alice)
+
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "do three things", "new_chat": True})
+        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        await tab.send_json_to({"type": "assistant.load", "steps": True})
+        loaded = (await receive_until(tab, lambda event: event["type"] == "assistant.messages_loaded"))[-1]
+        await tab.disconnect()
+        return events, loaded
+
+    with assistant_settings_with(MODEL=model):
+        events, loaded = asyncio.run(scenario())
+
+    assert events[-1]["type"] == "assistant.replied"
+    run = AgentRun.objects.get(pk=events[-1]["run_id"])
+    plans = [event["plan"] for event in events if event["type"] == "assistant.plan"]
+    # Revision 1 as written, then its steps as they went: the first done, the second failed.
+    assert (plans[0]["revision"], statuses(plans[0])) == (1, ["pending", "pending", "pending"])
+    first = [plan for plan in plans if plan["revision"] == 1]
+    assert statuses(first[-1]) == ["done", "failed", "pending"]
+    # Revision 2: what was over stays as it ended, then what is still to do; then it is followed.
+    second = [plan for plan in plans if plan["revision"] == 2]
+    assert [step["do"] for step in second[0]["steps"]] == ["Add the task 'A' to Home", "Rename the project 999",
+                                                          "List your tasks"]
+    assert statuses(second[0]) == ["done", "failed", "pending"]
+    assert second[0]["reason"] == "That project does not exist; listing the tasks is still useful."
+    assert statuses(second[-1]) == ["done", "failed", "done"]
+
+    # The rows say the same, each step linked to the tool steps that carried it out.
+    rows = list(AgentPlan.objects.filter(run=run).order_by("revision"))
+    assert [row.revision for row in rows] == [1, 2] and rows[1].steps == second[-1]["steps"]
+    tools = {step.pk: step.tool_name for step in run.steps.filter(kind="tool_call")}
+    assert [[tools[pk] for pk in step["step_ids"]] for step in rows[1].steps] == [
+        ["tracker_task_create"], ["tracker_project_update"], ["tracker_task_list"]]
+    # The model was told, with the failed call's outcome, to revise the plan: as data, in the tool result.
+    failed = run.steps.get(tool_name="tracker_project_update")
+    assert failed.result["status"] == "not_found" and first[-1]["steps"][1]["why"] == failed.result["reason"]
+    assert failed.result["plan"] == {"step": 2, "status": "failed", "next": failed.result["plan"]["next"]}
+    assert "Revise the plan" in failed.result["plan"]["next"]
+    assert Task.objects.filter(project=home, title="A").count() == 1
+    # A reload shows the same plan with the run.
+    [shown] = [past for past in loaded["runs"] if past["id"] == run.pk]
+    assert shown["plan"]["revision"] == 2 and statuses(shown["plan"]) == ["done", "failed", "done"]
+
+
+def test_a_run_that_stops_leaves_every_step_of_its_plan_with_a_final_status(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    model = script(
+        {"tool_calls": [{"name": "assistant_plan", "arguments": {"steps": [
+            {"do": "List your tasks", "tool": "tracker_task_list"},
+            {"do": "List them again", "tool": "tracker_task_list"},
+            {"do": "And again", "tool": "tracker_task_list"},
+        ]}}]},
+        # The same call three times in a row: the run stops (repeated_tool_call) before the plan is through.
+        *[{"tool_calls": [{"name": "tracker_task_list", "arguments": {}}]} for _ in range(3)],
+    )
+    tab = connect(alice)
+
+    async def scenario() -> list[dict[str, Any]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "list thrice", "new_chat": True})
+        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        await tab.disconnect()
+        return events
+
+    with assistant_settings_with(MODEL=model, MAX_IDENTICAL_TOOL_CALLS=3):
+        events = asyncio.run(scenario())
+
+    run = AgentRun.objects.get(pk=events[-1]["run_id"])
+    assert (run.status, run.stop_reason) == ("failed", "repeated_tool_call")
+    [plan] = AgentPlan.objects.filter(run=run)
+    assert [step["status"] for step in plan.steps] == ["done", "done", "skipped"]
+    assert "Not done" in plan.steps[2]["why"]
+    # The last event about the plan is its final state, sent after the run's end was stored.
+    last = [event for event in events if event["type"] == "assistant.plan"][-1]
+    assert statuses(last["plan"]) == ["done", "done", "skipped"]
