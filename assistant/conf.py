@@ -58,6 +58,10 @@ DEFAULTS: dict[str, Any] = {
     # Offer every run the planning tool (assistant/plans/): for a request of several actions, the model
     # says its plan first, and the person watches it followed step by step.
     "PLANS": True,
+    # When a plan waits for the person's Approve/Deny before anything of it is done, for a spec that does
+    # not say (its `plan_approval`): "never", "when_destructive" (a plan with a destructive step) or "always".
+    # An approved plan's destructive steps still each ask first, as any destructive call does.
+    "PLAN_APPROVAL": "when_destructive",
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,

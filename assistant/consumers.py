@@ -436,8 +436,11 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         approve = content.get("approve")
         if not isinstance(approve, bool):
             raise BadRequest("bad_request", '"approve" must be true or false.')
+        comment = content.get("comment", "")
+        if not isinstance(comment, str) or "\x00" in comment:
+            raise BadRequest("bad_request", '"comment" must be a string without NUL characters.')
         await database_sync_to_async(services.run_confirm)(user=self.user, run_id=run_id, step_id=step_id,
-                                                           approve=approve)
+                                                           approve=approve, comment=comment)
 
     async def on_feedback(self, content: dict[str, Any]) -> None:
         run_id = _id(content, "run_id", required=True)

@@ -41,7 +41,8 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
     assistant/society/members.py); the global settings where the spec declares none."""
     s = assistant_settings
     spec = spec or s.SPEC
-    own: dict[str, Any] = {"model": s.MODEL, "instructions": s.INSTRUCTIONS, "max_model_calls": s.MAX_MODEL_CALLS,
+    own: dict[str, Any] = {"model": s.MODEL, "instructions": s.INSTRUCTIONS, "plan_approval": s.PLAN_APPROVAL,
+                           "max_model_calls": s.MAX_MODEL_CALLS,
                            "max_tool_calls": s.MAX_TOOL_CALLS, "max_wall_seconds": s.MAX_WALL_SECONDS,
                            "max_tokens_per_run": s.MAX_TOKENS_PER_RUN}
     try:
@@ -52,7 +53,7 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
         profile: str | None = None
     else:
         profile = seat.profile.name
-        own.update(model=seat.model, instructions=seat.instructions,
+        own.update(model=seat.model, instructions=seat.instructions, plan_approval=seat.plan_approval,
                    **{key: _as_setting(value) for key, value in seat.limits.items()})
     return {
         **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,

@@ -342,8 +342,21 @@ class AgentPlan(models.Model):
     steps = models.JSONField(default=list)
     # Why this revision was made: empty for the first; the failure (or the person's comment) that led to it.
     reason = models.TextField(blank=True)
-    # The run's tool step that wrote it (the model's call of the planning tool).
+    # The run's tool step that wrote it (the model's call of the planning tool). A plan the person must approve
+    # first waits on that step, as any tool call that asks first does: an answer names the step it answers,
+    # so an approval of an older revision (another step) is refused.
     made_in = models.ForeignKey(AgentStep, on_delete=models.SET_NULL, null=True, blank=True, related_name="plans")
+
+    class Approval(models.TextChoices):
+        NOT_ASKED = "", "not asked"
+        WAITING = "waiting"
+        APPROVED = "approved"
+        DENIED = "denied"
+        COMMENTED = "commented"  # not approved: the person said what to change instead
+
+    approval = models.CharField(max_length=16, choices=Approval.choices, blank=True)
+    comment = models.TextField(blank=True, help_text="What the person asked to change, answering instead of approving.")
+    answered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

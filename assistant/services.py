@@ -29,7 +29,7 @@ from assistant.lifecycle import (
     run_finish,
     run_start,
 )
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.payloads import (
     chat_payload,
     feedback_payload,
@@ -38,6 +38,8 @@ from assistant.payloads import (
     run_payload,
     step_payload,
 )
+from assistant.plans.offer import PLAN_TOOL
+from assistant.plans.record import plan_event
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
 from assistant.signals import request_cancel
@@ -182,8 +184,12 @@ def _stop_one(run: AgentRun) -> AgentRun:
     return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="cancelled", error=STOPPED_BY_YOU)
 
 
+#: How long a comment on a plan may be (the person's words instead of an approval).
+MAX_PLAN_COMMENT_CHARS = 2000
+
+
 @transaction.atomic
-def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> AgentRun:
+def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment: str = "") -> AgentRun:
     """Answer the question a run is waiting on; the run then goes on in a worker.
 
     The answer names the step it answers, the card the person saw. Anything but the step the run is
@@ -202,9 +208,25 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool) -> Agent
             "That action is not the one waiting for your answer (it was answered already, or is not this "
             "run's question); nothing was done.",
         )
+    plan = AgentPlan.objects.filter(made_in=pending).first() if pending.tool_name == PLAN_TOOL else None
+    comment = readable_text(comment or "", multiline=True)
+    if comment and (approve or plan is None):
+        raise Refused("bad_request", "A comment answers a plan instead of approving it: send it with approve false, "
+                                     "for the step of a plan that waits for you.")
+    if len(comment) > MAX_PLAN_COMMENT_CHARS:
+        raise Refused("bad_request", f"Comments are limited to {MAX_PLAN_COMMENT_CHARS} characters; "
+                                     f"this one has {len(comment)}.")
     pending.confirmation = AgentStep.Confirmation.APPROVED if approve else AgentStep.Confirmation.DENIED
-    pending.reason = "Approved; running." if approve else "Declined by you."
+    pending.reason = ("Approved; running." if approve else
+                      f"You asked for changes: {comment}" if comment else "Declined by you.")
     pending.save(update_fields=["confirmation", "reason"])
+    if plan is not None:
+        # The plan shown, and only that revision: its row says how the person answered it.
+        plan.approval = (AgentPlan.Approval.APPROVED if approve else
+                         AgentPlan.Approval.COMMENTED if comment else AgentPlan.Approval.DENIED)
+        plan.comment, plan.answered_at = comment, timezone.now()
+        plan.save(update_fields=["approval", "comment", "answered_at", "updated_at"])
+        publish_to_user(user.pk, plan_event(run, plan))
     run.status = AgentRun.Status.QUEUED
     run.clock_started_at = timezone.now()
     run.save(update_fields=["status", "clock_started_at"])

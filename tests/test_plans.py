@@ -120,3 +120,125 @@ def test_a_run_that_stops_leaves_every_step_of_its_plan_with_a_final_status(
     # The last event about the plan is its final state, sent after the run's end was stored.
     last = [event for event in events if event["type"] == "assistant.plan"][-1]
     assert statuses(last["plan"]) == ["done", "done", "skipped"]
+
+
+def _confirm(asked: dict[str, Any], **answer: Any) -> dict[str, Any]:
+    return {"type": "assistant.confirm", "run_id": asked["run_id"], "step_id": asked["step"]["id"], **answer}
+
+
+DELETE_THEN_LIST = {"tool_calls": [{"name": "assistant_plan", "arguments": {"steps": [
+    {"do": "Delete the project Home", "tool": "tracker_project_delete"},
+    {"do": "List your projects", "tool": "tracker_project_list"},
+]}}]}
+
+
+def test_a_plan_with_a_destructive_step_waits_and_a_comment_makes_a_revision_that_is_asked_again(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    model = script(
+        DELETE_THEN_LIST,
+        {"tool_calls": [{"name": "assistant_plan", "arguments": {
+            "steps": [{"do": "Archive the project Home", "tool": "tracker_project_delete"}],
+            "reason": "You asked to keep Home."}}]},
+        {"text": "Understood; nothing was done."},
+    )
+    tab = connect(alice)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "clean up", "new_chat": True})
+        first = (await receive_until(tab, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
+        await tab.send_json_to(_confirm(first, approve=False, comment="Keep Home, please."))
+        second = (await receive_until(tab, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
+        # An approval of revision 1, sent after it was answered (another tab, a late click): refused.
+        await tab.send_json_to(_confirm(first, approve=True))
+        stale = (await receive_until(tab, lambda event: event["type"] == "assistant.error"))[-1]
+        await tab.send_json_to(_confirm(second, approve=False))
+        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        await tab.disconnect()
+        return first, second, stale, events
+
+    with assistant_settings_with(MODEL=model):
+        first, second, stale, events = asyncio.run(scenario())
+
+    # Nothing was done before (or after) the answers: the plan waited in the open.
+    assert Project.objects.filter(pk=home.pk).exists()
+    assert first["tool"]["name"] == "assistant_plan"
+    assert first["step"]["summary"] == ("Plan:\n1. Delete the project Home — destructive: asks you again before it "
+                                        "runs\n2. List your projects")
+    assert stale["code"] == "stale_confirmation"
+    run = AgentRun.objects.get(pk=events[-1]["run_id"])
+    assert (run.status, run.reply) == ("succeeded", "Understood; nothing was done.")
+    revisions = list(AgentPlan.objects.filter(run=run).order_by("revision"))
+    assert [(plan.revision, plan.approval, plan.comment) for plan in revisions] == [
+        (1, "commented", "Keep Home, please."), (2, "denied", "")]
+    assert [plan.made_in_id for plan in revisions] == [first["step"]["id"], second["step"]["id"]]
+    assert revisions[1].reason == "You asked to keep Home."
+    assert [step["status"] for step in revisions[0].steps] == ["skipped", "skipped"]
+    assert revisions[0].steps[0]["why"] == "You asked for changes to this plan."
+    # The model heard the comment as the planning tool's result (data), and the decline of revision 2.
+    asked = list(run.steps.filter(tool_name="assistant_plan").order_by("seq"))
+    assert (asked[0].result["status"], asked[0].result["comment"]) == ("commented", "Keep Home, please.")
+    assert asked[1].result["status"] == "declined"
+
+
+def test_an_approved_plan_still_asks_before_its_destructive_step(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    model = script(
+        DELETE_THEN_LIST,
+        {"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": home.pk}}]},
+        {"tool_calls": [{"name": "tracker_project_list", "arguments": {}}]},
+        {"text": "Deleted Home."},
+    )
+    tab = connect(alice)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "delete Home", "new_chat": True})
+        plan_card = (await receive_until(tab, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
+        await tab.send_json_to(_confirm(plan_card, approve=True))
+        step_card = (await receive_until(tab, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
+        await tab.send_json_to(_confirm(step_card, approve=True))
+        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        await tab.disconnect()
+        return plan_card, step_card, events
+
+    with assistant_settings_with(MODEL=model):
+        plan_card, step_card, events = asyncio.run(scenario())
+
+    # Approving the plan did not approve its destructive step: that asked on its own card, then ran once.
+    assert (plan_card["step"]["tool_name"], step_card["step"]["tool_name"]) == (
+        "assistant_plan", "tracker_project_delete")
+    assert not Project.objects.filter(pk=home.pk).exists()
+    run = AgentRun.objects.get(pk=events[-1]["run_id"])
+    [plan] = AgentPlan.objects.filter(run=run)
+    assert plan.approval == "approved" and [step["status"] for step in plan.steps] == ["done", "done"]
+
+
+def test_a_declined_plan_does_nothing(alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    model = script(DELETE_THEN_LIST, {"text": "All right, I did nothing."})
+    tab = connect(alice)
+
+    async def scenario() -> list[dict[str, Any]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "delete Home", "new_chat": True})
+        card = (await receive_until(tab, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
+        await tab.send_json_to(_confirm(card, approve=False))
+        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        await tab.disconnect()
+        return events
+
+    with assistant_settings_with(MODEL=model):
+        events = asyncio.run(scenario())
+
+    assert Project.objects.filter(pk=home.pk).exists()
+    run = AgentRun.objects.get(pk=events[-1]["run_id"])
+    assert run.reply == "All right, I did nothing."
+    [plan] = AgentPlan.objects.filter(run=run)
+    assert plan.approval == "denied"
+    assert [(step["status"], step["why"]) for step in plan.steps] == [("skipped", "You declined this plan.")] * 2
+    assert not run.steps.filter(tool_name__startswith="tracker_").exists()

@@ -113,11 +113,62 @@ def steps_closed(steps: list[dict[str, Any]], *, answered: bool, why: str = "") 
     return changed
 
 
+def needs_approval(steps: Iterable[Mapping[str, Any]], *, policy: str, destructive: Iterable[str]) -> bool:
+    """Does a plan with these steps wait for the person's answer first, under `policy` (a spec's
+    `plan_approval`), when the tools named `destructive` are the run's destructive ones?"""
+    if policy == "always":
+        return True
+    risky = set(destructive)
+    return policy == "when_destructive" and any(
+        step["status"] == Status.PENDING and step["tool"] in risky for step in steps)
+
+
+def plan_summary(steps: Iterable[Mapping[str, Any]], *, destructive: Iterable[str]) -> str:
+    """The plan in words, for the card that asks the person: what is still to do, one step a line; a
+    destructive step says it will ask again before it runs."""
+    risky = set(destructive)
+    lines = [f"{step['n']}. {step['do']}" + (" — destructive: asks you again before it runs"
+                                             if step["tool"] in risky else "")
+             + (f" (by {step['member']})" if step["member"] else "")
+             for step in steps if step["status"] == Status.PENDING]
+    return "Plan:\n" + "\n".join(lines) if lines else "Plan: nothing more to do."
+
+
+def planned_outcome(plan: AgentPlan) -> dict[str, Any]:
+    """What the planning tool answers the model once its plan stands: the revision and its steps."""
+    return {"status": "planned", "took_effect": False, "revision": plan.revision,
+            "steps": [{"n": step["n"], "do": step["do"], "status": step["status"]} for step in plan.steps]}
+
+
+#: What the model is told when the person did not approve its plan.
+PLAN_DECLINED = "The person declined this plan: do none of it. Ask them what they want instead."
+PLAN_COMMENTED = ("The person did not approve this plan and said what to change (their comment). Revise it as "
+                  "they say: call assistant_plan again with the new steps, which they will be asked about again.")
+
+
+def plan_refused_outcome(plan: AgentPlan, *, commented: bool) -> dict[str, Any]:
+    if commented:
+        return {"status": "commented", "took_effect": False, "revision": plan.revision, "comment": plan.comment,
+                "reason": PLAN_COMMENTED}
+    return {"status": "declined", "took_effect": False, "revision": plan.revision, "reason": PLAN_DECLINED}
+
+
+def steps_dropped(steps: list[dict[str, Any]], *, why: str) -> bool:
+    """Every step still to do is skipped, saying why (the person declined the plan, or asked for changes)."""
+    dropped = False
+    for step in steps:
+        if step["status"] in (Status.PENDING, Status.IN_PROGRESS):
+            step["status"], step["why"], dropped = Status.SKIPPED, why, True
+    return dropped
+
+
 def plan_payload(plan: AgentPlan) -> dict[str, Any]:
     """A plan revision in events and loads (docs/protocol.md)."""
     return {"id": plan.pk, "run_id": plan.run_id, "revision": plan.revision, "reason": plan.reason,
             # A copy: the event leaves after its commit, and the run goes on changing the plan meanwhile.
             "made_in": plan.made_in_id, "steps": copy.deepcopy(plan.steps),
+            "approval": plan.approval, "comment": plan.comment,
+            "answered_at": plan.answered_at.isoformat() if plan.answered_at else None,
             "created_at": plan.created_at.isoformat() if plan.created_at else None,
             "updated_at": plan.updated_at.isoformat() if plan.updated_at else None}
 

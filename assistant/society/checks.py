@@ -1,4 +1,4 @@
-"""`manage.py check` for the society: how specs are declared and who may ask whom (assistant.E030–E035, W030)."""
+"""`manage.py check` for the society: how specs are declared and who may ask whom (assistant.E030–E036, W030)."""
 
 from __future__ import annotations
 

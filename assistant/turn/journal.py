@@ -19,8 +19,8 @@ from assistant.events import publish_to_user
 from assistant.lifecycle import chat_activity_record, run_finish
 from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
-from assistant.plans.offer import PLAN_TOOL
-from assistant.plans.record import plan_event, step_finished, step_started
+from assistant.plans.offer import PLAN_TOOL, PlanTool
+from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
 from assistant.turn.fence import Fenced, insert_fenced, update_fenced
@@ -127,6 +127,12 @@ class StepJournal:
         publish_to_user(self.run.owner_id, plan_event(self.run, plan))
         return plan
 
+    def close_plan(self, *, why: str) -> None:
+        """Nothing more of the plan is done (the person declined it, or asked for changes): every step still
+        to do is skipped, saying why."""
+        if self.plan is not None and steps_dropped(self.plan.steps, why=why):
+            self._save_plan()
+
     def _save_plan(self) -> None:
         assert self.plan is not None
         self.plan.updated_at = timezone.now()
@@ -135,7 +141,7 @@ class StepJournal:
 
     # --- pause, reply, end -------------------------------------------------------------------
 
-    def pause(self, tool: Tool, step: AgentStep | None, *, summary: str = "", **fields: Any) -> AgentStep:
+    def pause(self, tool: Tool | PlanTool, step: AgentStep | None, *, summary: str = "", **fields: Any) -> AgentStep:
         """Ask the person about this tool call (a new step made of `fields`, or `step` if it exists) and
         release the run: a paused run holds no worker. `summary` (what the call will do, in words) is
         written with the step that waits, in the same fenced write."""

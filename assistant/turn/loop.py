@@ -39,10 +39,17 @@ from assistant.lifecycle import (
 )
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
-from assistant.models import AgentMemory, AgentRun, AgentStep
+from assistant.models import AgentMemory, AgentPlan, AgentRun, AgentStep
 from assistant.payloads import run_event
 from assistant.plans.offer import PLAN_TOOL, PlanTool
-from assistant.plans.record import new_revision, run_plan
+from assistant.plans.record import (
+    needs_approval,
+    new_revision,
+    plan_refused_outcome,
+    plan_summary,
+    planned_outcome,
+    run_plan,
+)
 from assistant.society.handoff import (
     Delegation,
     delegations_collect,
@@ -56,7 +63,7 @@ from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.tools.describe import describe_call
 from assistant.tools.validation import validate_arguments
-from assistant.turn.confirmation import Decision, decide, declined_outcome
+from assistant.turn.confirmation import QUESTION, Decision, decide, declined_outcome
 from assistant.turn.context import chat_history, conversation_window, earlier_notes, system_prompt
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import Heartbeat, LeaseLost
@@ -417,7 +424,8 @@ class Turn:
         for item in pending:
             self._boundary()
             if self._is_plan(item):
-                self._plan(item)
+                if not self._plan(item):
+                    return False  # the plan waits for the person's answer
                 continue
             if self._is_delegation(item):
                 return self._delegate(pending)
@@ -429,27 +437,64 @@ class Turn:
         return (self.planner is not None and item.call.name == PLAN_TOOL and item.problem is None
                 and item.call.invalid_arguments is None)
 
-    def _plan(self, item: PendingCall) -> None:
+    def _plan(self, item: PendingCall) -> bool:
         """The model says (or revises) its plan: a new revision the run follows from now on, and the tool
-        step that made it, whose result is the plan as recorded (assistant/plans/)."""
-        call = item.call
-        if item.step is None:
+        step that made it, whose result is the plan as recorded (assistant/plans/). A plan the spec wants
+        approved first waits on that step, as a call that asks first does. Returns False while it waits."""
+        call, step = item.call, item.step
+        if step is not None and step.state == State.AWAITING_CONFIRMATION:
+            if not step.confirmation:
+                return False  # still waiting (a run taken up again before the person answered)
+            self._plan_answered(step)
+            return True
+        if step is None:
             self.limits.before_tool_call(self.steps, call.name, call.arguments)
         errors = validate_arguments(call.arguments, dict(PlanTool().parameters))
-        step = item.step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
-                                             call_id=call.id, arguments=call.arguments)
         if errors:
+            step = step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
+                                            call_id=call.id, arguments=call.arguments)
             self.journal.finish_step(step, {"status": "invalid", "took_effect": False, "reason": "Invalid plan: " +
                                             "; ".join(f"{name}: {error}" for name, error in errors.items())})
-            return
-        plan = self.journal.write_plan(new_revision(
-            self.run, self.journal.plan, call.arguments, made_in=step,
+            return True
+        plan = new_revision(
+            self.run, self.journal.plan, call.arguments, made_in=None,
             members={name: tool.member for name, tool in self.delegations.items()},
             notes={tool.member: tool.annotation for tool in self.delegations.values()},
-        ))
-        self.journal.finish_step(step, {"status": "planned", "took_effect": False, "revision": plan.revision,
-                                        "steps": [{"n": s["n"], "do": s["do"], "status": s["status"]}
-                                                  for s in plan.steps]})
+        )
+        destructive = [name for name, tool in self.tools.items() if tool.destructive]
+        if needs_approval(plan.steps, policy=str(run_setting(self.run, "PLAN_APPROVAL")), destructive=destructive):
+            # The card says the plan in words; an answer names this step, so it answers this revision only.
+            summary = plan_summary(plan.steps, destructive=destructive)
+            if step is None:
+                step = self.journal.add(kind=Kind.TOOL_CALL, state=State.AWAITING_CONFIRMATION, reason=QUESTION,
+                                        summary=summary, tool_name=call.name, call_id=call.id,
+                                        arguments=call.arguments)
+            plan.made_in, plan.approval = step, AgentPlan.Approval.WAITING
+            self.journal.write_plan(plan)
+            assert self.planner is not None
+            self.journal.pause(self.planner, step, summary=summary)
+            return False
+        step = step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
+                                        call_id=call.id, arguments=call.arguments)
+        plan.made_in = step
+        self.journal.write_plan(plan)
+        self.journal.finish_step(step, planned_outcome(plan))
+        return True
+
+    def _plan_answered(self, step: AgentStep) -> None:
+        """The person answered the plan waiting on `step`: approved, the run follows it; declined, nothing of
+        it is done; commented, the model is to revise it as they said (and ask again)."""
+        plan = self.journal.plan
+        if plan is None or plan.made_in_id != step.pk:  # the plan went with its run's rows: nothing to follow
+            self.journal.finish_step(step, {"status": "invalid", "took_effect": False,
+                                            "reason": "The plan this answers is gone."})
+            return
+        if step.confirmation == AgentStep.Confirmation.APPROVED:
+            self.journal.finish_step(step, {**planned_outcome(plan), "approved": True})
+            return
+        commented = plan.approval == AgentPlan.Approval.COMMENTED
+        self.journal.close_plan(why="You asked for changes to this plan." if commented else "You declined this plan.")
+        self.journal.finish_step(step, plan_refused_outcome(plan, commented=commented))
 
     def _is_delegation(self, item: PendingCall) -> bool:
         return item.call.name in self.delegations and item.problem is None and item.call.invalid_arguments is None
