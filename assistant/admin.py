@@ -2,7 +2,7 @@
 
 Rows are evidence of what the assistant did: nobody adds, changes or deletes them here, superusers
 included, unless `ASSISTANT["ADMIN_EVIDENCE_EDITABLE"]` is True (retention is `manage.py assistant_prune`).
-A run's page is its timeline (`assistant/review.py`); the run list filters, searches and exports as CSV.
+A run's page is its timeline (`assistant/review/`); the run list filters, searches and exports as CSV.
 
 Every list here takes only the lookups it names in `allowed_lookups` (registry/admin_queries.py): Django's
 default would answer a yes-or-no question about any column, a run's stored session included."""
