@@ -242,3 +242,30 @@ def test_a_declined_plan_does_nothing(alice: Any, celery_worker: WorkerProcess, 
     assert plan.approval == "denied"
     assert [(step["status"], step["why"]) for step in plan.steps] == [("skipped", "You declined this plan.")] * 2
     assert not run.steps.filter(tool_name__startswith="tracker_").exists()
+
+
+@pytest.mark.django_db
+def test_another_persons_plan_answers_like_a_missing_one(alice: Any, bob: Any) -> None:
+    from assistant.selectors import NotFound
+    from assistant.services import chat_send, run_confirm
+
+    run = chat_send(user=alice, content="clean up").run
+    AgentRun.objects.filter(pk=run.pk).update(status="awaiting_confirmation")
+    step = run.steps.create(seq=1, kind="tool_call", tool_name="assistant_plan", call_id="p1",
+                            state="awaiting_confirmation", arguments={"steps": []})
+    plan = AgentPlan.objects.create(run=run, revision=1, made_in=step, approval="waiting",
+                                    steps=[{"n": 1, "do": "Delete Home", "tool": "tracker_project_delete",
+                                            "member": "", "member_note": "", "status": "pending",
+                                            "step_ids": [], "why": ""}])
+    for answer in ({"approve": True}, {"approve": False, "comment": "Keep it."}):
+        with pytest.raises(NotFound) as missing:
+            run_confirm(user=bob, run_id=run.pk, step_id=step.pk, **answer)
+        assert str(missing.value) == f"No run {run.pk!r}."
+    plan.refresh_from_db()
+    step.refresh_from_db()
+    assert (plan.approval, plan.comment, step.confirmation) == ("waiting", "", "")
+    # Nor does a comment answer anything but a plan, or come with an approval.
+    from assistant.services import Refused
+
+    with pytest.raises(Refused):
+        run_confirm(user=alice, run_id=run.pk, step_id=step.pk, approve=True, comment="Keep it.")
