@@ -1,5 +1,6 @@
 // The conversation: a client of the live protocol at /ws/assistant/ (docs/protocol.md). Its parts:
-// steps.js (how steps read), this file (the socket, the thread, answers), chats.js (the conversations).
+// steps.js (how steps read), this file (the socket, the thread, answers), chats.js (the conversations),
+// plans.js (a run's plan as a checklist above its steps).
 // It renders what the server says happened; the server's rows are the truth, so after any reconnect
 // it asks for the chat again (assistant.load) instead of trusting what it had drawn.
 // Text from the server is always set as text; the one exception is a reply's `html`, which the server
@@ -94,7 +95,7 @@
     this.chatId = null;
     this.newChat = false;        // the next send starts a new chat
     this.activeRun = null;       // a run that works now: the button is Stop
-    // run id -> {node, list, count, rows: {seq: element}, cards: {seq: element}, draft}; a member's run (one
+    // run id -> {node, list, count, rows: {seq: element}, cards: {seq: element}, draft, plan}; a member's run (one
     // another run handed work to) also has member, parentId, rootId, askedIn and state, and its node sits in
     // its parent's list, right under the step that asked it.
     this.runs = {};
@@ -454,8 +455,10 @@
       var asked = this.memberAskedIn(step.id);
       if (asked) this.finishMember(asked.id, this.heard[step.id]);
     }
+    if (Steps.isPlan(step) && this.notePlanStep) this.notePlanStep(run, step);
     this.countUp(run);
-    if (live && step.kind === "tool_call" && step.state === "finished") {
+    // A plan made or revised is said by the plan's own news (plans.js), not twice.
+    if (live && step.kind === "tool_call" && step.state === "finished" && !Steps.isPlan(step)) {
       this.announce((run.member ? run.member + ": " : "") + Steps.text(step, tool));
     }
   };
@@ -529,6 +532,7 @@
     var self = this;
     var run = this.memberRun(payload, { past: past });
     (payload.steps || []).forEach(function (step) { self.showStep(step, false); });
+    if (payload.plan && this.showPlan) this.showPlan(payload.plan, false);
     if (MEMBER_ENDS[payload.status]) this.finishMember(run.id, MEMBER_ENDS[payload.status]);
     return run;
   };
@@ -762,6 +766,7 @@
     if (member) this.memberRun(event);
     switch (event.type) {
       case "assistant.step": return this.showStep(event.step, true);
+      case "assistant.plan": return this.showPlan ? this.showPlan(event.plan, true) : undefined;
       case "assistant.confirm":
         if (event.tool && event.tool.name) this.tools[event.tool.name] = event.tool;
         return this.showStep(event.step, true);
@@ -870,6 +875,7 @@
       fragment.appendChild(run.node);
       (runs[runId].steps || []).forEach(function (step) { self.showStep(step, false); });
       (trees[runId] || []).forEach(function (member) { self.showMember(member, true); });
+      if (runs[runId].plan && self.showPlan) self.showPlan(runs[runId].plan, false);
       self.countSteps(run);
     };
     messages.forEach(function (message) {
@@ -910,6 +916,7 @@
       (state.steps || []).forEach(function (step) { self.showStep(step, false); });
       // A member waiting for the person's answer frees the input as its top run's own question does.
       (state.members || []).forEach(function (member) { self.showMember(member, false); });
+      if (state.plan && this.showPlan) this.showPlan(state.plan, false);
       // A run waiting for the person's answer does not hold the input: a new message may replace it.
       if (active.status === "awaiting_confirmation") this.setActive(null);
     }
@@ -952,6 +959,7 @@
     var item = target.closest(".assistant-message");
     if (target.hasAttribute("data-assistant-older")) return this.loadOlder();
     if (target.hasAttribute("data-retry")) return this.retryLast();
+    if (target.hasAttribute("data-plan-step-link") && this.showPlanStep) return this.showPlanStep(target);
     if (target.hasAttribute("data-copy") && item) return this.copy(item, target);
     if (target.hasAttribute("data-feedback") && item) return this.thumb(item, target.getAttribute("data-feedback"));
     return undefined;

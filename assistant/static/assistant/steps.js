@@ -4,6 +4,8 @@
   "use strict";
 
   var FAILED = ["invalid", "denied", "not_found", "error", "unknown", "escalated", "refused"];
+  // The assistant's own planning tool (docs/protocol.md, "Plans"): its step reads as a plan made or revised.
+  var PLAN_TOOL = "assistant_plan";
   var PREVIEW_CHARS = 400;
   var EXCERPT_CHARS = 160;
 
@@ -49,6 +51,7 @@
 
   // The tool's name in words, e.g. for tracker_task_create: "Create a task", "Creating a task", "Created a task".
   function humanise(name, tense) {
+    if (name === PLAN_TOOL) return ["Make a plan", "Making a plan", "Made a plan"][tense];
     // A delegation tool names the member it asks (`ask_<member>`): its name is kept as it is.
     var asking = /^ask_(.+)$/.exec(String(name || ""));
     if (asking) return ["Ask ", "Asking ", "Asked "][tense] + asking[1];
@@ -108,6 +111,24 @@
     }
   }
 
+  // A step that wrote the run's plan (a new revision of it), or failed to.
+  function isPlan(step) {
+    return step.kind === "tool_call" && step.tool_name === PLAN_TOOL;
+  }
+
+  function planText(step) {
+    var result = step.result || {};
+    var revising = !!(step.arguments && step.arguments.reason);
+    if (step.state !== "finished") return revising ? "Revising the plan…" : "Making a plan…";
+    if (result.status === "planned") {
+      if (result.revision > 1) return "Revised the plan (revision " + result.revision + ")";
+      var count = Array.isArray(result.steps) ? result.steps.length : 0;
+      return "Planned " + count + " " + plural("step", count);
+    }
+    var reason = excerpt(result.reason || step.reason);
+    return "Could not make the plan" + (reason ? ": " + reason : "");
+  }
+
   function readText(step) {
     var data = (step.result || {}).data;
     var p = parts(step.tool_name);
@@ -146,6 +167,7 @@
       return calls.length ? "Decided on: " + calls.join(", ") : "Wrote the answer";
     }
     if (isDelegation(step)) return delegationText(step);
+    if (isPlan(step)) return planText(step);
     var what = step.summary || humanise(step.tool_name, WILL);
     if (step.state === "awaiting_confirmation") {
       if (step.confirmation === "approved") return "Approved: " + what;
@@ -171,6 +193,7 @@
     if (step.state === "started" || (step.state === "awaiting_confirmation" && !step.confirmation)) names.push("is-running");
     if (step.state === "awaiting_confirmation" && step.confirmation) names.push("is-running");
     if (isDelegation(step)) names.push("is-delegation");
+    if (isPlan(step)) names.push("is-plan");
     if (isFailed(step)) names.push("is-failed");
     else if (status === "declined" || status === "not_run" || status === "member_stopped") names.push("is-declined");
     if (step.took_effect === true) names.push("is-done");
@@ -184,6 +207,7 @@
     if (status === "declined" || status === "not_run" || status === "member_stopped") return "⊘";
     if (step.took_effect === true) return "✓";
     if (step.state !== "finished") return "…";
+    if (isPlan(step)) return "☰";
     if (step.kind === "model_call") return "✎";
     if (step.kind === "notice") return "ℹ";
     return "•";
@@ -243,6 +267,19 @@
         field(body, "Used", counted(used.model_calls, "model call") + ", " + counted(used.tool_calls, "tool call") +
           ", " + counted(used.tokens, "token"));
       }
+    } else if (isPlan(step)) {
+      var planned = (step.arguments || {}).steps;
+      if (Array.isArray(planned) && planned.length) {
+        // As the model asked; a revision numbers them after the steps it keeps (the plan shows that).
+        field(body, (step.result || {}).revision > 1 ? "Steps still to do" : "Steps", planned.map(function (item) {
+          item = item || {};
+          return "• " + String(item.do || "") + (item.tool ? " (" + item.tool + ")" : "");
+        }).join("\n"), true);
+      }
+      if ((step.arguments || {}).reason) field(body, "Why revised", String(step.arguments.reason));
+      if (step.result && step.result.revision) field(body, "Revision", String(step.result.revision));
+      var refusal = (step.result && step.result.reason) || step.reason;
+      if (refusal) field(body, "Why not", refusal);
     } else if (step.kind === "tool_call") {
       field(body, "Tool", step.tool_name);
       field(body, "Arguments", pretty(step.arguments || {}), true);
@@ -256,7 +293,7 @@
     }
     if (step.duration_ms !== null && step.duration_ms !== undefined) field(body, "Took", duration(step.duration_ms));
     var reason = step.reason || (step.result && step.result.reason) || "";
-    if (step.kind === "tool_call" && !isDelegation(step) && step.took_effect !== true && reason) field(body, "Why it did not take effect", reason);
+    if (step.kind === "tool_call" && !isDelegation(step) && !isPlan(step) && step.took_effect !== true && reason) field(body, "Why it did not take effect", reason);
     if (!body.childNodes.length) field(body, "Details", "Nothing more to show.");
     details.appendChild(body);
     details.open = wasOpen;
@@ -265,6 +302,6 @@
 
   window.AssistantSteps = {
     text: text, render: render, question: question, humanise: humanise, isFailed: isFailed,
-    isDelegation: isDelegation, memberOf: memberOf, resultMessage: resultMessage, el: el,
+    isDelegation: isDelegation, isPlan: isPlan, memberOf: memberOf, resultMessage: resultMessage, el: el,
   };
 })();
