@@ -18,12 +18,13 @@ import os
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.test import override_settings
 
 from benchmarks import percentile
-from benchmarks.bench_turn import _time_turns, signed_in_person
+from benchmarks.bench_turn import _time_turns, interleaved_blocks, signed_in_person
 
 ROUNDS = 6
 TURNS_PER_BLOCK = 8
@@ -56,33 +57,17 @@ def main() -> None:
         # A member's run is started by the worker under its member's settings: the worker's model is the script.
         with celery_worker({**os.environ, "DATABASE_URL": database_url, "ASSISTANT_MODEL": model}), \
                 override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": model, "RUNS_PER_MINUTE": 10_000}):
-            plain, delegated, bare, ratios = _interleaved(user, calls, sent_from)
+            plain, delegated, bare, ratios = interleaved_blocks(
+                lambda warmup: _block(user, calls, sent_from, "default", warmup),
+                lambda warmup: _block(user, calls, sent_from, "orchestrator", warmup),
+                names=("plain", "delegated"), rounds=ROUNDS)
     _report(plain, delegated, bare, ratios)
 
 
-def _interleaved(user: object, calls: list[dict[str, object]], sent_from: object
-                 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    plain: list[float] = []
-    delegated: list[float] = []
-    bare: list[float] = []
-    ratios: list[float] = []
-    for number in range(ROUNDS):
-        warmup = 3 if number == 0 else 1
-        block_plain, bare_plain = asyncio.run(_time_turns(user, calls, sent_from, runs=TURNS_PER_BLOCK,
-                                                          warmup=warmup, print_phases=False))
-        block_delegated, bare_delegated = asyncio.run(_time_turns(
-            user, calls, sent_from, runs=TURNS_PER_BLOCK, warmup=warmup, print_phases=False,
-            chat_spec="orchestrator"))
-        plain += block_plain
-        delegated += block_delegated
-        bare += bare_plain + bare_delegated
-        block_bare = statistics.median(bare_plain + bare_delegated)
-        overhead = statistics.median(block_plain) - block_bare
-        ratios.append((statistics.median(block_delegated) - statistics.median(block_plain)) / overhead)
-        print(f"  round {number + 1}: plain p50 {statistics.median(block_plain):6.1f} ms, delegated p50 "
-              f"{statistics.median(block_delegated):6.1f} ms, bare p50 {block_bare:5.1f} ms, "
-              f"extra / plain overhead {ratios[-1]:.2f}", flush=True)
-    return plain, delegated, bare, ratios
+def _block(user: Any, calls: list[dict[str, Any]], sent_from: Any, spec: str, warmup: int
+           ) -> tuple[list[float], list[float]]:
+    return asyncio.run(_time_turns(user, calls, sent_from, runs=TURNS_PER_BLOCK, warmup=warmup,
+                                   print_phases=False, chat_spec=spec))
 
 
 def _report(plain: list[float], delegated: list[float], bare: list[float], ratios: list[float]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.test import override_settings
 
-from benchmarks.bench_turn import _time_turns, signed_in_person
+from benchmarks.bench_turn import _time_turns, interleaved_blocks, signed_in_person
 
 ROUNDS = 6
 TURNS_PER_BLOCK = 8
@@ -45,7 +45,10 @@ def main() -> None:
         planned.write_text(json.dumps([{"tool_calls": [{"name": "assistant_plan", "arguments": {"steps": steps}}]},
                                        {"tool_calls": calls}, {"text": "Done."}]))
         with celery_worker({**os.environ, "DATABASE_URL": database_url}):
-            figures = _interleaved(user, calls, sent_from, plain=f"scripted:{plain}", planned=f"scripted:{planned}")
+            figures = interleaved_blocks(
+                lambda warmup: _block(user, calls, sent_from, f"scripted:{plain}", warmup),
+                lambda warmup: _block(user, calls, sent_from, f"scripted:{planned}", warmup),
+                names=("unplanned", "planned"), rounds=ROUNDS)
     _report(*figures)
 
 
@@ -56,26 +59,6 @@ def _block(user: Any, calls: list[dict[str, Any]], sent_from: Any, model: str, w
                                       "RUNS_PER_MINUTE": 10_000}):
         return asyncio.run(_time_turns(user, calls, sent_from, runs=TURNS_PER_BLOCK, warmup=warmup,
                                        print_phases=False))
-
-
-def _interleaved(user: Any, calls: list[dict[str, Any]], sent_from: Any, *, plain: str, planned: str
-                 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    plain_times: list[float] = []
-    planned_times: list[float] = []
-    bare: list[float] = []
-    shares: list[float] = []
-    for number in range(ROUNDS):
-        warmup = 3 if number == 0 else 1
-        block_plain, bare_plain = _block(user, calls, sent_from, plain, warmup)
-        block_planned, bare_planned = _block(user, calls, sent_from, planned, warmup)
-        plain_times += block_plain
-        planned_times += block_planned
-        bare += bare_plain + bare_planned
-        overhead = statistics.median(block_plain) - statistics.median(bare_plain + bare_planned)
-        shares.append((statistics.median(block_planned) - statistics.median(block_plain)) / overhead)
-        print(f"  round {number + 1}: plain p50 {statistics.median(block_plain):6.1f} ms, planned p50 "
-              f"{statistics.median(block_planned):6.1f} ms, extra / plain overhead {shares[-1]:.2f}", flush=True)
-    return plain_times, planned_times, bare, shares
 
 
 def _report(plain: list[float], planned: list[float], bare: list[float], shares: list[float]) -> None:

@@ -13,7 +13,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,32 @@ def _time_bare_calls(user: Any, calls: list[dict[str, Any]], sent_from: Any) -> 
         outcome = execute_tool(user, call["name"], call["arguments"], spec="default", sent_from=sent_from)
         assert outcome.status in {"done", "data"}, outcome
     return (time.perf_counter() - started) * 1000
+
+
+Block = Callable[[int], tuple[list[float], list[float]]]
+
+
+def interleaved_blocks(base: Block, other: Block, *, names: tuple[str, str], rounds: int = 6
+                       ) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Blocks of two kinds of turn, alternating for `rounds` rounds in one sitting; each block (called with
+    its warm-up count) returns its turn times and the bare calls' beside them. Returns both kinds' times,
+    every bare time, and each round's extra of `other` over `base` as a share of `base`'s own overhead."""
+    base_times: list[float] = []
+    other_times: list[float] = []
+    bare: list[float] = []
+    shares: list[float] = []
+    for number in range(rounds):
+        warmup = 3 if number == 0 else 1
+        block_base, bare_base = base(warmup)
+        block_other, bare_other = other(warmup)
+        base_times += block_base
+        other_times += block_other
+        bare += bare_base + bare_other
+        overhead = statistics.median(block_base) - statistics.median(bare_base + bare_other)
+        shares.append((statistics.median(block_other) - statistics.median(block_base)) / overhead)
+        print(f"  round {number + 1}: {names[0]} p50 {statistics.median(block_base):6.1f} ms, {names[1]} p50 "
+              f"{statistics.median(block_other):6.1f} ms, extra / {names[0]} overhead {shares[-1]:.2f}", flush=True)
+    return base_times, other_times, bare, shares
 
 
 def signed_in_person(username: str = "bench") -> tuple[Any, Any]:
