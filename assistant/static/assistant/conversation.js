@@ -604,6 +604,11 @@
       });
       buttons.appendChild(choice);
     });
+    // A plan may be answered with what to change instead (plans.js): the model revises it and asks again.
+    if (Steps.isPlan(step) && this.planCommentForm) {
+      card.classList.add("is-plan");
+      card.appendChild(this.planCommentForm(step, card, approve, deny));
+    }
     run.cards[step.seq] = card;
     row.parentNode.insertBefore(card, row.nextSibling);
     if (visible(card)) {
@@ -622,6 +627,7 @@
     pending.approve.disabled = pending.deny.disabled = false;
     pending.approve.textContent = "Approve";
     pending.deny.textContent = "Deny";
+    if (pending.comment) { pending.comment.disabled = false; pending.comment.textContent = "Send changes"; }
     this.setActive(null);
   };
 

@@ -1,8 +1,10 @@
 // A run's plan as a checklist above its steps (docs/protocol.md, "Plans"): each step's number, its words, the
 // member suggested for it, its status in words, and buttons to the tool steps that carried it out. Part of
 // the conversation client (conversation.js): these are its methods. Each `assistant.plan` event, and each
-// load, carries the newest revision whole, so the checklist is redrawn from it; what a revision changed is
-// read from the planning tool's steps (each one's result lists the revision it wrote) or the events seen.
+// load, carries the newest revision whole, so the checklist is redrawn from it. What a revision changed is
+// read from the planning steps (the run's `assistant_plan` calls): each one's arguments are the steps it
+// asked for, still to do, and its result names the revision it wrote; a revision is the steps it kept,
+// then those.
 (function () {
   "use strict";
 
@@ -10,15 +12,13 @@
   var el = Conversation.helpers.el;
   var button = Conversation.helpers.button;
 
+  var APPROVALS = { waiting: "Waiting for your approval.", approved: "You approved this plan.",
+                    denied: "You declined this plan.", commented: "You asked for changes" };
   var WORDS = { pending: "to do", in_progress: "in progress", done: "done", failed: "failed", skipped: "skipped" };
   var ICONS = { pending: "○", in_progress: "◐", done: "✓", failed: "✕", skipped: "⊘" };
   // A plan's news is gathered this long, then said once: one phrase for several steps ending together.
   var ANNOUNCE_AFTER_MS = 600;
   var FLASH_MS = 2000;
-
-  function over(status) {
-    return status === "done" || status === "failed";
-  }
 
   function statusText(step) {
     var words = WORDS[step.status] || String(step.status || "");
@@ -51,41 +51,48 @@
     return isNaN(a) || isNaN(b) || a >= b;  // a later event of the same moment is the later write
   }
 
-  // What revision `steps` (as written) changed against the revision before it (as written): the steps it
-  // kept are those already over; of the rest, which are new and which of the old ones are gone.
-  function changes(before, steps) {
-    var kept = {};
-    steps.forEach(function (step) { if (over(step.status)) kept[step.n + "\n" + step.do] = true; });
-    var fresh = steps.filter(function (step) { return !over(step.status); });
-    var open = before.filter(function (step) { return !kept[step.n + "\n" + step.do]; });
-    var take = function (list, text) {
-      for (var i = 0; i < list.length; i++) if (list[i].do === text) return list.splice(i, 1)[0];
-      return null;
-    };
+  function take(list, text) {
+    var at = list.indexOf(text);
+    return at >= 0 ? list.splice(at, 1) : null;
+  }
+
+  // What revision `steps` changed against the one before: `asked` is what its planning step asked for (the
+  // steps after those it kept), `before` what the previous one's asked for. Of the steps the previous one
+  // still had to do, which this one dropped, and which of its own are new.
+  function changes(before, asked, steps) {
+    if (steps.length < asked.length) return null;
+    var kept = steps.slice(0, steps.length - asked.length);
+    var fresh = steps.slice(steps.length - asked.length);
+    var open = before.slice();
+    kept.forEach(function (step) { take(open, step.do); });
     var unmatched = open.slice();
     var added = fresh.filter(function (step) { return !take(unmatched, step.do); });
-    var remaining = fresh.slice();
-    var dropped = open.filter(function (step) { return !take(remaining, step.do); });
+    var remaining = fresh.map(function (step) { return step.do; });
+    var dropped = open.filter(function (text) { return !take(remaining, text); });
     return { added: added, dropped: dropped, fresh: fresh.length };
   }
 
-  // --- State: each run's newest plan, and each revision's steps as it was written ----------------------
+  // --- State: each run's newest plan, and what each of its planning steps asked for ------------------
 
+  // `asked`: planning step id -> the words of the steps it asked for; `stepOf`: revision -> its planning step.
   Conversation.prototype.planState = function (run) {
-    if (!run.plan) run.plan = { payload: null, node: null, written: {}, fromStep: {} };
+    if (!run.plan) run.plan = { payload: null, node: null, asked: {}, stepOf: {} };
     return run.plan;
   };
 
-  // The planning tool's step: its result is the revision it wrote, with the steps as they were then.
+  // A planning step (`assistant_plan`), as it is drawn: what it asked for, and which revision it wrote.
   Conversation.prototype.notePlanStep = function (run, step) {
-    var result = step.result || {};
-    if (step.state !== "finished" || result.status !== "planned" || !result.revision || !Array.isArray(result.steps)) return;
     var state = this.planState(run);
-    if (state.fromStep[result.revision]) return;
-    state.written[result.revision] = result.steps;
-    state.fromStep[result.revision] = true;
-    var shown = state.payload && state.payload.revision;
-    if (shown === result.revision || shown === result.revision + 1) this.drawPlan(run);
+    var asked = (step.arguments || {}).steps;
+    if (Array.isArray(asked)) {
+      state.asked[step.id] = asked.map(function (item) { return String((item && item.do) || "").trim(); });
+    }
+    var revision = (step.result || {}).revision;
+    if (typeof revision === "number") state.stepOf[revision] = step.id;
+    var shown = state.payload;
+    if (shown && (shown.revision === revision || shown.revision === revision + 1 || shown.made_in === step.id)) {
+      this.drawPlan(run);
+    }
   };
 
   // A plan payload (an assistant.plan event's, or a load's): the run's checklist shows it if it is newer
@@ -99,10 +106,8 @@
     }
     var state = this.planState(run);
     var previous = state.payload;
+    if (plan.made_in) state.stepOf[plan.revision] = plan.made_in;
     if (previous && !newer(plan, previous)) return;  // an older write that arrived late
-    // A revision first heard of live is heard as it was written (a load's is as it is now).
-    var fresh = !previous || plan.revision > previous.revision;
-    if (live && fresh && !state.written[plan.revision]) state.written[plan.revision] = stepsOf(plan);
     state.payload = plan;
     var follow = live && this.nearBottom();
     this.drawPlan(run);
@@ -133,6 +138,11 @@
     head.appendChild(el("span", "assistant-plan-title", "Plan"));
     head.appendChild(document.createTextNode(" "));
     head.appendChild(el("span", "assistant-plan-progress", steps.length ? progress(steps) : "nothing to do"));
+    if (APPROVALS[plan.approval]) {
+      var answer = APPROVALS[plan.approval];
+      if (plan.approval === "commented") answer += plan.comment ? ": " + plan.comment : ".";
+      node.appendChild(el("p", "assistant-plan-approval is-" + plan.approval, answer));
+    }
     if (plan.revision > 1) this.drawRevision(node, state, plan);
     if (steps.length) {
       var list = node.appendChild(el("ol", "assistant-plan-steps"));
@@ -148,14 +158,12 @@
     var revised = node.appendChild(el("p", "assistant-plan-revised"));
     revised.appendChild(el("strong", null, "Plan revised (revision " + plan.revision + ")"));
     revised.appendChild(document.createTextNode(plan.reason ? ": " + plan.reason : "."));
-    var before = state.written[plan.revision - 1], written = state.written[plan.revision];
-    if (!before || !written) return;  // how it was written is not known here: only why it changed
-    var diff = changes(stepsOf({ steps: before }), stepsOf({ steps: written }));
+    var asked = state.asked[state.stepOf[plan.revision]], before = state.asked[state.stepOf[plan.revision - 1]];
+    var diff = asked && before ? changes(before, asked, stepsOf(plan)) : null;
+    if (!diff) return;  // the planning steps are not shown here: only why it changed
     var list = el("ul", "assistant-plan-changes");
     diff.added.forEach(function (step) { list.appendChild(el("li", "is-added", "Added: step " + step.n + ", " + step.do)); });
-    diff.dropped.forEach(function (step) {
-      list.appendChild(el("li", "is-dropped", "Dropped: " + step.do + " (step " + step.n + " of revision " + (plan.revision - 1) + ")"));
-    });
+    diff.dropped.forEach(function (text) { list.appendChild(el("li", "is-dropped", "Dropped: " + text)); });
     if (!list.childNodes.length && diff.fresh) list.appendChild(el("li", null, "The steps still to do are the same."));
     if (list.childNodes.length) node.appendChild(list);
   };
@@ -192,6 +200,40 @@
     }
     return item;
   }
+
+  // The part of a plan's approval card that answers it with what to change instead of Approve or Deny
+  // (assistant.confirm with approve false and a comment): the model is told, revises, and asks again.
+  Conversation.prototype.planCommentForm = function (step, card, approve, deny) {
+    var self = this;
+    var details = el("details", "assistant-confirm-comment");
+    details.appendChild(el("summary", null, "Ask for changes instead"));
+    var form = details.appendChild(el("form"));
+    var id = "assistant-plan-comment-" + step.id + "-" + this.root.dataset.surface;
+    var label = form.appendChild(el("label", null, "What should change in this plan?"));
+    label.htmlFor = id;
+    var text = form.appendChild(el("textarea"));
+    text.id = id;
+    text.rows = 2;
+    text.maxLength = 2000;
+    text.setAttribute("data-plan-comment", "");
+    var send = form.appendChild(el("button", "assistant-button", "Send changes"));
+    send.type = "submit";
+    details.addEventListener("toggle", function () { if (details.open) text.focus(); });
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var comment = text.value.trim();
+      if (!comment) { text.focus(); return; }
+      if (!self.send({ type: "assistant.confirm", run_id: step.run_id, step_id: step.id, approve: false, comment: comment,
+                       request_id: Conversation.helpers.requestId("confirm") })) return;
+      card.setAttribute("aria-busy", "true");
+      card.classList.add("is-busy");
+      approve.disabled = deny.disabled = send.disabled = true;
+      send.textContent = "Sending…";
+      self.pendingCard = { card: card, approve: approve, deny: deny, comment: send };
+      self.setActive(self.rootOf(step.run_id));
+    });
+    return details;
+  };
 
   // --- Going to a step, and saying what changed ----------------------------------------------------
 

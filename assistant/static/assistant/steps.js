@@ -116,17 +116,29 @@
     return step.kind === "tool_call" && step.tool_name === PLAN_TOOL;
   }
 
+  // A plan may wait for the person's answer on its planning step: Approve, Deny, or changes asked for instead.
   function planText(step) {
     var result = step.result || {};
     var revising = !!(step.arguments && step.arguments.reason);
-    if (step.state !== "finished") return revising ? "Revising the plan…" : "Making a plan…";
-    if (result.status === "planned") {
-      if (result.revision > 1) return "Revised the plan (revision " + result.revision + ")";
-      var count = Array.isArray(result.steps) ? result.steps.length : 0;
-      return "Planned " + count + " " + plural("step", count);
+    if (step.state === "awaiting_confirmation") {
+      if (step.confirmation === "approved") return "You approved the plan";
+      if (step.confirmation === "denied") return /^You asked for changes/.test(step.reason || "") ? "You asked for changes to the plan" : "You declined the plan";
+      return "Waiting for your approval of the plan";
     }
-    var reason = excerpt(result.reason || step.reason);
-    return "Could not make the plan" + (reason ? ": " + reason : "");
+    if (step.state !== "finished") return revising ? "Revising the plan…" : "Making a plan…";
+    switch (result.status) {
+      case "planned": {
+        if (result.revision > 1) return "Revised the plan (revision " + result.revision + ")" + (result.approved ? ", approved" : "");
+        var count = Array.isArray(result.steps) ? result.steps.length : 0;
+        return "Planned " + count + " " + plural("step", count) + (result.approved ? ", approved" : "");
+      }
+      case "declined": return "You declined the plan: nothing of it was done";
+      case "commented": return "You asked for changes to the plan" + (result.comment ? ": " + excerpt(result.comment) : "");
+      default: {
+        var reason = excerpt(result.reason || step.reason);
+        return "Could not make the plan" + (reason ? ": " + reason : "");
+      }
+    }
   }
 
   function readText(step) {
@@ -195,7 +207,7 @@
     if (isDelegation(step)) names.push("is-delegation");
     if (isPlan(step)) names.push("is-plan");
     if (isFailed(step)) names.push("is-failed");
-    else if (status === "declined" || status === "not_run" || status === "member_stopped") names.push("is-declined");
+    else if (status === "declined" || status === "not_run" || status === "member_stopped" || status === "commented") names.push("is-declined");
     if (step.took_effect === true) names.push("is-done");
     if (status === "data") names.push("is-read");
     return names.join(" ");
@@ -204,7 +216,7 @@
   function icon(step) {
     if (isFailed(step)) return "✕";
     var status = (step.result || {}).status;
-    if (status === "declined" || status === "not_run" || status === "member_stopped") return "⊘";
+    if (status === "declined" || status === "not_run" || status === "member_stopped" || status === "commented") return "⊘";
     if (step.took_effect === true) return "✓";
     if (step.state !== "finished") return "…";
     if (isPlan(step)) return "☰";
@@ -277,9 +289,9 @@
         }).join("\n"), true);
       }
       if ((step.arguments || {}).reason) field(body, "Why revised", String(step.arguments.reason));
+      if (step.result && step.result.comment) field(body, "Your comment", String(step.result.comment));
       if (step.result && step.result.revision) field(body, "Revision", String(step.result.revision));
-      var refusal = (step.result && step.result.reason) || step.reason;
-      if (refusal) field(body, "Why not", refusal);
+      if (step.result && step.result.status === "invalid") field(body, "Why not", String(step.result.reason || step.reason || ""));
     } else if (step.kind === "tool_call") {
       field(body, "Tool", step.tool_name);
       field(body, "Arguments", pretty(step.arguments || {}), true);
