@@ -115,3 +115,36 @@ def test_staff_read_a_trees_members_under_the_steps_that_asked_them_at_1400_px(
         assert not violations, f"{scheme}: {describe_violations(violations)}"
         page.screenshot(path=str(SCREENSHOTS / f"admin-run-tree{'-dark' if scheme == 'dark' else ''}.png"),
                         full_page=True)
+
+
+def test_staff_read_a_runs_plan_and_its_revisions_at_1400_px(
+    page: Any, site_url: str, user_factory: Callable[..., Any]
+) -> None:
+    from tests.test_admin_plans import revised_run
+
+    user_factory("staffer", is_staff=True, is_superuser=True)
+    made = revised_run(user_factory("alice"))
+    run, reader = made["run"], made["reader"]
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    log_in(page, site_url, "staffer")
+    page.goto(f"{site_url}/admin/assistant/agentrun/{run.pk}/change/")
+    # The plan it followed is open, the one it replaced folded; a step's link leads to the step's row.
+    current = page.locator(f"#plan-{run.pk}-rev-2")
+    assert current.locator("tr[data-status=failed] .effect-words").inner_text() == "failed"
+    assert not page.locator(f"#plan-{run.pk}-rev-1 table").is_visible()
+    current.locator("a[href='#step-6']").click()
+    page.wait_for_function("location.hash === '#step-6'")
+    assert page.locator("#step-6").is_visible()
+    # The member's plan is in its block, open under it.
+    assert page.locator(f"#member-{reader.pk} #plan-{reader.pk}-rev-1 table").is_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    page.locator(f"#plan-{run.pk}-rev-1 > summary").click()
+    page.add_style_tag(content="*, *::before, *::after { transition: none !important; }")
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        violations = axe_violations(page, "#run-plan") + axe_violations(page, "#run-timeline")
+        assert not violations, f"{scheme}: {describe_violations(violations)}"
+        page.locator("#run-plan").screenshot(
+            path=str(SCREENSHOTS / f"admin-run-plan{'-dark' if scheme == 'dark' else ''}.png"))

@@ -1,11 +1,12 @@
-"""Reads for staff reviewing runs in the admin: a run as a timeline (`timeline.py`) and runs as CSV rows
-(`export.py`).
+"""Reads for staff reviewing runs in the admin: a run as a timeline (`timeline.py`) with its plan's revisions
+(`plans.py`), and runs as CSV rows (`export.py`).
 
 Admin-only: these read every owner's rows (the admin is the one place that does)."""
 
 from __future__ import annotations
 
 from assistant.review.export import CSV_COLUMNS, runs_csv_rows
+from assistant.review.plans import PlanRevision, PlanStep, RunPlan, plan_status
 from assistant.review.timeline import (
     Effect,
     MemberRun,
@@ -22,6 +23,7 @@ from assistant.review.timeline import (
 )
 
 __all__ = [
-    "CSV_COLUMNS", "Effect", "MemberRun", "RunFigures", "RunTimeline", "TimelineStep", "TreeTotals", "is_delegation",
-    "other_recent_runs", "run_figures", "run_timeline", "runs_csv_rows", "step_effect", "with_question",
+    "CSV_COLUMNS", "Effect", "MemberRun", "PlanRevision", "PlanStep", "RunFigures", "RunPlan", "RunTimeline",
+    "TimelineStep", "TreeTotals", "is_delegation", "other_recent_runs", "plan_status", "run_figures", "run_timeline",
+    "runs_csv_rows", "step_effect", "with_question",
 ]

@@ -3,7 +3,8 @@
 A run that handed work to members (assistant/society/) is shown as its tree: each member's run under the
 delegation step that asked it (`asked_in`), with its own steps and figures, on the same time axis; the run's
 own figures beside the totals of the run and everyone below it (each run's counters are its own only).
-The whole tree is read in two queries, however many members it has.
+The whole tree is read in two queries, however many members it has, and the plans of all its runs in one
+more (assistant/review/plans.py): each run's plan shows with it, a planning step links to the revision it wrote.
 
 Admin-only: these read every owner's rows (the admin is the one place that does)."""
 
@@ -20,6 +21,9 @@ from django.utils import timezone
 
 from assistant.markdown import render_markdown
 from assistant.models import AgentMessage, AgentRun, AgentStep, step_counts
+from assistant.plans.offer import PLAN_TOOL
+from assistant.review.marks import Effect
+from assistant.review.plans import RunPlan, plan_anchor, plans_by_run, run_plan
 
 Kind = AgentStep.Kind
 State = AgentStep.State
@@ -31,15 +35,6 @@ OTHER_RUNS_SHOWN = 10
 TASK_PREVIEW_CHARS = 1000
 #: A bar never narrower than this (percent of the axis), so an instant step still shows where it was.
 MIN_BAR_PERCENT = 0.6
-
-
-@dataclass(frozen=True)
-class Effect:
-    """What came of a step, as a mark and words a reviewer tells apart at a glance (`key` is its CSS hook)."""
-
-    key: str
-    mark: str
-    words: str
 
 
 DONE = Effect("done", "✓", "done")
@@ -57,6 +52,8 @@ NOTICE = Effect("notice", "ℹ", "notice")
 WAITING_MEMBER = Effect("waiting-member", "⏳", "waiting for its member")
 ANSWERED = Effect("answered", "↩", "answered")
 ESCALATED = Effect("escalated", "⤴", "escalated")
+# The planning tool's call (assistant/plans/): the plan it wrote is shown with the run's plan, and linked.
+PLANNED = Effect("planned", "☰", "planned")
 
 #: A tool outcome that did nothing for a stated reason (the arguments, the person's rights, their "no"),
 #: as opposed to a tool or view that broke (`error`).
@@ -90,6 +87,8 @@ def step_effect(step: AgentStep, *, run_active: bool) -> Effect:
     if step.kind == Kind.MODEL_CALL:
         return INTERRUPTED if step.took_effect is False or result.get("interrupted") else MODEL
     status = result.get("status")
+    if step.tool_name == PLAN_TOOL and status == "planned":
+        return PLANNED
     if step.took_effect:
         return DONE
     if status == "data":
@@ -138,6 +137,9 @@ class TimelineStep:
     reason: str = ""
     #: The members' runs this step asked (a delegation's), each with its own steps.
     members: tuple[MemberRun, ...] = ()
+    #: The plan revision this step wrote (a call of the planning tool): its number and its block's id.
+    plan_revision: int | None = None
+    plan_anchor: str = ""
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,8 @@ class MemberRun:
     steps: list[TimelineStep]
     #: Members it asked whose asking step is not among its steps (a step since deleted): shown after them.
     unplaced: list[MemberRun]
+    #: Its plan, every revision of it; None when it made none.
+    plan: RunPlan | None = None
 
     @property
     def anchor(self) -> str:
@@ -204,6 +208,9 @@ class RunTimeline:
     unplaced: list[MemberRun] = field(default_factory=list)
     #: This run with everyone below it; None when it asked nobody.
     totals: TreeTotals | None = None
+    #: Its plan, every revision of it (None when it made none); and whether any run on the page planned.
+    plan: RunPlan | None = None
+    planned: bool = False
 
 
 def _clip(text: str, limit: int) -> str:
@@ -290,6 +297,13 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
         if step.run_id in subtree_ids:
             steps_by_run.setdefault(step.run_id, []).append(step)
 
+    # Every plan of the page's runs (one query), each step of theirs linked to its row on this page.
+    revisions = plans_by_run(subtree_ids)
+    on_page = {step.pk: (step, "" if owner == run.pk else f"run-{owner}-")
+               for owner, owned in steps_by_run.items() for step in owned}
+    plans = {owner: run_plan(by_id[owner], owned, on_page) for owner, owned in revisions.items()}
+    wrote = {plan.made_in_id: plan for owned in revisions.values() for plan in owned if plan.made_in_id}
+
     origin = run.started_at or run.created_at
     spans = {member.pk: [_step_span(step, now=now, run_active=member.is_active)
                          for step in steps_by_run.get(member.pk, [])] for member in subtree}
@@ -308,12 +322,15 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
             start_percent, width_percent = _bar(start_ms, took_ms, span_ms)
             shown_ms = step.duration_ms if step.duration_ms is not None or step.state != State.STARTED else took_ms
             result = step.result if isinstance(step.result, dict) else {}
+            written = wrote.get(step.pk)
             items.append(TimelineStep(
                 step=step, effect=step_effect(step, run_active=owner.is_active),
                 arguments=_json(step.arguments, ARGUMENTS_PREVIEW_CHARS), result=_result_preview(step),
                 start_ms=start_ms, duration_ms=shown_ms, start_percent=start_percent, width_percent=width_percent,
                 reason=step.reason or (str(result.get("reason") or "") if is_delegation(step) else ""),
                 members=tuple(members.get(step.pk, ())),
+                plan_revision=written.revision if written else None,
+                plan_anchor=plan_anchor(owner.pk, written.revision) if written else "",
             ))
         return items
 
@@ -338,7 +355,7 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
         steps, _, unplaced = members_of(member, level + 1)
         return MemberRun(run=member, level=level, task=_clip(member.task, TASK_PREVIEW_CHARS),
                          figures=figures[member.pk], duration_ms=_took_ms(member, now), steps=steps,
-                         unplaced=unplaced)
+                         unplaced=unplaced, plan=plans.get(member.pk))
 
     built = {run.pk}
     steps, members, unplaced = members_of(run, 1)
@@ -356,6 +373,7 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
         top=by_id.get(run.root_id) if run.root_id else None,
         members=members, unplaced=unplaced,
         totals=_totals(run, below, figures, now) if below else None,
+        plan=plans.get(run.pk), planned=bool(revisions),
     )
 
 
