@@ -16,15 +16,16 @@ from typing import Any, cast
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from assistant.conf import assistant_settings
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.review import run_timeline, runs_csv_rows
+from assistant.review.plans import plan_anchor, plan_status
 from registry.admin_queries import StrictAdminQueryMixin
 
 
@@ -142,6 +143,76 @@ class TreeFilter(admin.SimpleListFilter):
         return queryset.filter(parent__isnull=self.value() == "top")
 
 
+def newest_plans() -> QuerySet[AgentPlan]:
+    """The plan each run follows (its newest revision), for an `Exists` under a run (`OuterRef("pk")`): the
+    revision whose statuses are final once the run has ended, as the dashboard counts its steps."""
+    later = AgentPlan.objects.filter(run=OuterRef("run"), revision__gt=OuterRef("revision"))
+    return AgentPlan.objects.filter(run=OuterRef("pk")).exclude(Exists(later))
+
+
+class PlanFilter(admin.SimpleListFilter):
+    """Runs that planned (assistant/plans/), did not, revised their plan, or whose plan has a step that failed;
+    with `plan_member` (the dashboard's links), runs whose plan has a step for that member (that failed, with
+    `plan=step_failed`: one and the same step). A step's status is read from the newest revision, where it is
+    final once the run has ended."""
+
+    title = "plan"
+    parameter_name = "plan"
+    member_parameter = "plan_member"
+
+    def __init__(self, request: HttpRequest, params: dict[str, Any], model: Any, model_admin: Any) -> None:
+        members = params.pop(self.member_parameter, None)
+        # An empty name is no member (a plan step for none says so with "").
+        self.member: str | None = (str(members[-1]) or None) if members else None
+        super().__init__(request, params, model, model_admin)
+        if self.member is not None:
+            self.used_parameters[self.member_parameter] = self.member
+
+    def expected_parameters(self) -> list[str | None]:
+        return [self.parameter_name, self.member_parameter]
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        if self.member:
+            return [("yes", f"Planned, a step for {self.member}"),
+                    ("revised", f"Revised, a step for {self.member}"),
+                    ("step_failed", f"A step for {self.member} failed")]
+        return [("yes", "Planned"), ("no", "Did not plan"), ("revised", "Revised its plan"),
+                ("step_failed", "A step of its plan failed")]
+
+    def choices(self, changelist: Any) -> Iterator[Any]:
+        yield {"selected": self.value() is None and self.member is None,
+               "query_string": changelist.get_query_string(remove=self.expected_parameters()), "display": "All"}
+        if self.member:
+            yield {"selected": self.value() is None,
+                   "query_string": changelist.get_query_string(remove=[self.parameter_name]),
+                   "display": f"A step for {self.member}"}
+        for lookup, title in self.lookup_choices:
+            yield {"selected": self.value() == lookup,
+                   "query_string": changelist.get_query_string({self.parameter_name: lookup}), "display": title}
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+        value = self.value()
+        if value is None and self.member is None:
+            return queryset
+        if value not in (None, "yes", "no", "revised", "step_failed"):
+            raise IncorrectLookupParameters(f"“{value}” is not a choice of plan (yes, no, revised, step_failed)")
+        planned = AgentPlan.objects.filter(run=OuterRef("pk"))
+        if value == "no":
+            if self.member is not None:
+                raise IncorrectLookupParameters("a run that did not plan has no step for a member")
+            return queryset.exclude(Exists(planned))
+        step: dict[str, str] = {}
+        if self.member is not None:
+            step["member"] = self.member
+        if value == "step_failed":
+            step["status"] = AgentPlan.Status.FAILED
+        if value == "revised":
+            queryset = queryset.filter(Exists(planned.filter(revision__gte=2)))
+        if step:
+            return queryset.filter(Exists(newest_plans().filter(steps__contains=[step])))
+        return queryset if value == "revised" else queryset.filter(Exists(planned))
+
+
 class FeedbackFilter(admin.SimpleListFilter):
     """The person's thumbs on the answer (`quality_score` 1.0 up, 0.0 down, null none)."""
 
@@ -199,6 +270,7 @@ RUN_LIST_LOOKUPS = frozenset({
     "created_at__gte", "created_at__lt", "model", "model__isnull",
     "error", "quality_score", "quality_score__isnull",
     "steps__tool_name", "steps__took_effect", "steps__kind", "steps__result__status__in",
+    "plan", "plan_member",
 })
 
 
@@ -209,7 +281,7 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
     list_display = ("id", "created", "owner", "place", "outcome", "error_preview", "calls", "tokens", "duration",
                     "feedback")
     list_display_links = ("id", "created")
-    list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, TreeFilter,
+    list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, TreeFilter, PlanFilter,
                    ("owner", admin.RelatedOnlyFieldListFilter), FeedbackFilter, ("created_at", CreatedFilter), "model")
     search_fields = ("owner__username", "messages__content", "reply", "error", "feedback_comment")
     search_help_text = "The owner's username, or words of the question, the reply, the error or the feedback."
@@ -242,6 +314,13 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
         if obj is not None:
             context["timeline"] = run_timeline(obj)
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        """What deleting these runs takes (only where ADMIN_EVIDENCE_EDITABLE allows it). Their plans go with
+        them, as a prune takes them: that the plans' own admin deletes none is no reason to keep the run."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        perms_needed.discard(AgentPlan._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
 
     # --- columns ---------------------------------------------------------------------------------
 
@@ -356,3 +435,100 @@ class AgentMemoryAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdm
     exclude = ("embedding",)
     list_select_related = ("owner",)
     raw_id_fields = ("owner",)
+
+
+# --- plans: evidence of what a run meant to do, read-only whatever the setting --------------------------
+
+
+class PlanRevisionFilter(admin.SimpleListFilter):
+    title = "revision"
+    parameter_name = "revision"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("first", "First plans"), ("later", "Revisions")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentPlan]) -> QuerySet[AgentPlan]:
+        if self.value() is None:
+            return queryset
+        if self.value() not in ("first", "later"):
+            raise IncorrectLookupParameters(f"“{self.value()}” is neither first nor later")
+        return queryset.filter(revision=1) if self.value() == "first" else queryset.filter(revision__gte=2)
+
+
+class PlanStepStatusFilter(admin.SimpleListFilter):
+    """Revisions with a step of this status (as it is in that revision)."""
+
+    title = "a step that is"
+    parameter_name = "step_status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(status, plan_status(status).words) for status in AgentPlan.Status.values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentPlan]) -> QuerySet[AgentPlan]:
+        if self.value() is None:
+            return queryset
+        if self.value() not in AgentPlan.Status.values:
+            raise IncorrectLookupParameters(f"“{self.value()}” is not a plan step's status")
+        return queryset.filter(steps__contains=[{"status": self.value()}])
+
+
+@admin.register(AgentPlan)
+class AgentPlanAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
+    """Each revision of each run's plan, to list and search; a run's page shows its plan in full. Plans are
+    evidence the run wrote as it went: nobody adds, changes or deletes one here, whatever
+    ADMIN_EVIDENCE_EDITABLE says (a plan goes with its run: a prune, or the run's deletion where allowed)."""
+
+    list_display = ("__str__", "run_page", "revision", "steps_words", "reason_preview", "approval", "created_at")
+    list_display_links = ("__str__",)
+    list_filter = (PlanRevisionFilter, PlanStepStatusFilter, "approval")
+    allowed_lookups = frozenset({"revision", "step_status", "approval__exact", "approval__isnull"})
+    search_fields = ("reason", "comment", "steps", "run__owner__username")
+    search_help_text = "Words of its steps, of why it was revised or of the person's comment; the owner's username."
+    date_hierarchy = "created_at"
+    list_select_related = ("run",)
+    list_per_page = 50
+    fields = ("run_page", "revision", "made_in_step", "reason", "approval", "comment", "answered_at", "created_at",
+              "updated_at", "steps_shown")
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="run")
+    def run_page(self, plan: AgentPlan) -> str:
+        """The run's page, at this revision."""
+        page = reverse("admin:assistant_agentrun_change", args=[plan.run_id])
+        return format_html('<a href="{}#{}">run {}</a>', page, plan_anchor(plan.run_id, plan.revision), plan.run_id)
+
+    @admin.display(description="written by step")
+    def made_in_step(self, plan: AgentPlan) -> str:
+        if plan.made_in_id is None:
+            return "—"
+        return format_html('<a href="{}">step id {}</a>',
+                           reverse("admin:assistant_agentstep_change", args=[plan.made_in_id]), plan.made_in_id)
+
+    @admin.display(description="steps")
+    def steps_words(self, plan: AgentPlan) -> str:
+        steps = [step for step in plan.steps if isinstance(step, dict)]
+        failed = sum(1 for step in steps if step.get("status") == AgentPlan.Status.FAILED)
+        return f"{len(steps)}" + (f" ({failed} failed)" if failed else "")
+
+    @admin.display(description="why this revision")
+    def reason_preview(self, plan: AgentPlan) -> str:
+        return plan.reason if len(plan.reason) <= 70 else plan.reason[:69] + "…"
+
+    @admin.display(description="its steps")
+    def steps_shown(self, plan: AgentPlan) -> str:
+        steps = [step for step in plan.steps if isinstance(step, dict)]
+        if not steps:
+            return "—"
+        return format_html("<ol>{}</ol>", format_html_join("", "<li>{} — {}{}{}</li>", (
+            (step.get("do", ""), plan_status(str(step.get("status") or "")).words,
+             f" (member {step['member']})" if step.get("member") else "",
+             f": {step['why']}" if step.get("why") else "") for step in steps)))

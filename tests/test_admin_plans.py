@@ -1,26 +1,33 @@
 """Staff reviewing a run's plan (assistant/plans/) through the real admin: every revision on the run's page with
 its reason, its steps' statuses in words, the member each was for, why one failed or was skipped, links to the
 steps that carried it out and what changed against the revision before; a member's plan in its block and on its
-own page; and a page whose queries do not grow with the plans. The plans are rows made here."""
+own page; the run list filtered by plans; plans read-only, whatever the setting; a prune taking them with their
+runs; and a page whose queries do not grow with the plans. The plans are rows made here."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from datetime import timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from assistant.models import AgentPlan, AgentRun, AgentStep
+from tests.conftest import assistant_settings_with
 from tests.test_admin_run_trees import answered, ended_tree, member_of, page_of
-from tests.test_admin_runs import a_run, step, timeline_rows
+from tests.test_admin_runs import RUNS, a_run, listed, step, timeline_rows
 
 pytestmark = pytest.mark.django_db
+
+PLANS = "/admin/assistant/agentplan/"
 
 
 @pytest.fixture
@@ -267,3 +274,139 @@ def test_a_trees_page_reads_all_its_plans_in_one_query(staff: Client, alice: Any
     assert body.count('<details class="plan-revision') == 4 + 9 * 2
     assert len(big_queries) == len(small_queries), [query["sql"] for query in big_queries]
     assert len(plan_queries(big_queries)) == 1, plan_queries(big_queries)
+
+
+# --- read-only --------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def all_perms(user_factory: Callable[..., Any]) -> Client:
+    staffer = user_factory("editor", is_staff=True)
+    staffer.user_permissions.set(Permission.objects.filter(content_type__app_label="assistant"))
+    client = Client()
+    client.force_login(staffer)
+    return client
+
+
+def test_plans_are_read_only_for_everyone_whatever_the_setting(staff: Client, all_perms: Client,
+                                                               alice: Any) -> None:
+    made = revised_run(alice)
+    plan = made["second"]
+    for editable in (False, True):
+        with assistant_settings_with(ADMIN_EVIDENCE_EDITABLE=editable):
+            for client in (staff, all_perms):
+                listing = client.get(PLANS)
+                assert listing.status_code == 200
+                page = client.get(f"{PLANS}{plan.pk}/change/")
+                assert page.status_code == 200
+                text = listing.content.decode() + page.content.decode()
+                assert f"{PLANS}add/" not in text and f"{PLANS}{plan.pk}/delete/" not in text
+                assert 'value="delete_selected"' not in text and 'name="_save"' not in text
+                assert client.get(f"{PLANS}add/").status_code == 403
+                assert client.post(f"{PLANS}add/", {"run": made["run"].pk, "revision": 9}).status_code == 403
+                assert client.post(f"{PLANS}{plan.pk}/change/", {"reason": "edited"}).status_code == 403
+                assert client.get(f"{PLANS}{plan.pk}/delete/").status_code == 403
+                assert client.post(f"{PLANS}{plan.pk}/delete/", {"post": "yes"}).status_code == 403
+                client.post(PLANS, {"action": "delete_selected", "_selected_action": [plan.pk], "index": 0,
+                                    "post": "yes"})
+    plan.refresh_from_db()
+    assert plan.reason == REASON and AgentPlan.objects.count() == 3
+
+    # Its record reads as the run's page does, and leads there, to this revision.
+    page = staff.get(f"{PLANS}{plan.pk}/change/").content.decode()
+    assert f'href="{page_of(made["run"])}#plan-{made["run"].pk}-rev-2"' in page
+    assert "Rename the project 999 — failed: There is no project 999." in page
+    assert "Have the reader check the list — done (member reader)" in page
+
+
+def test_a_run_staff_may_delete_goes_with_its_plans(staff: Client, alice: Any) -> None:
+    """Where the setting lets staff delete runs, a run's plans do not hold it back: they go with it."""
+    made = revised_run(alice)
+    run = made["run"]
+    with assistant_settings_with(ADMIN_EVIDENCE_EDITABLE=True):
+        confirm = staff.get(f"{RUNS}{run.pk}/delete/")
+        assert confirm.status_code == 200 and "permission to delete" not in confirm.content.decode()
+        assert staff.post(f"{RUNS}{run.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not AgentRun.objects.filter(pk=run.pk).exists()
+    assert not AgentPlan.objects.filter(run_id=run.pk).exists()
+
+
+def test_only_staff_who_may_view_plans_see_them(user_factory: Callable[..., Any], alice: Any) -> None:
+    revised_run(alice)
+    staff_without = Client()
+    staff_without.force_login(user_factory(is_staff=True))
+    assert staff_without.get(PLANS).status_code == 403
+    viewer = user_factory(is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_agentplan"))
+    client = Client()
+    client.force_login(viewer)
+    assert client.get(PLANS).status_code == 200
+
+
+def plans_listed(client: Client, query: str = "") -> list[int]:
+    response = client.get(PLANS + query)
+    assert response.status_code == 200, (query, response.status_code)
+    return [plan.pk for plan in response.context["cl"].result_list]
+
+
+def test_the_plan_list_filters_by_what_it_names_and_refuses_any_other_lookup(staff: Client, alice: Any) -> None:
+    made = revised_run(alice)
+    first, second, reader_plan = made["first"], made["second"], made["reader_plan"]
+    assert set(plans_listed(staff)) == {first.pk, second.pk, reader_plan.pk}
+    assert set(plans_listed(staff, "?revision=first")) == {first.pk, reader_plan.pk}
+    assert plans_listed(staff, "?revision=later") == [second.pk]
+    assert set(plans_listed(staff, "?step_status=failed")) == {first.pk, second.pk}
+    assert set(plans_listed(staff, "?step_status=pending")) == {first.pk}
+    assert set(plans_listed(staff, "?step_status=skipped")) == {second.pk, reader_plan.pk}
+    assert plans_listed(staff, "?q=reader+checks") == [second.pk]
+    assert set(plans_listed(staff, "?q=Email")) == {first.pk}
+    listing = staff.get(PLANS).content.decode()
+    assert "by a step that is" in listing.lower() and "?step_status=in_progress" in listing
+    # A value a filter cannot read is said; any other lookup, on any column, is a 400.
+    assert staff.get(PLANS + "?step_status=lost")["Location"].endswith("?e=1")
+    assert staff.get(PLANS + "?revision=2")["Location"].endswith("?e=1")
+    for refused in ("?reason__startswith=T", "?steps__contains=x", "?run__owner__password__startswith=p",
+                    "?made_in__isnull=True", "?revision__gte=2"):
+        assert staff.get(PLANS + refused).status_code == 400, refused
+
+
+def test_the_run_list_filters_runs_by_their_plans(staff: Client, alice: Any, bob: Any) -> None:
+    made = revised_run(alice)
+    run, reader = made["run"], made["reader"]
+    lone = a_run(bob, "hello", reply="Hi.")
+    # A plan never revised, whose reader step failed: its newest revision says so.
+    other = a_run(bob, "check twice", reply="Could not.")
+    a_plan(other, 1, [plan_step(1, "Ask the reader", "ask_reader", "failed", member="reader", why="escalated"),
+                      plan_step(2, "Ask the writer", "ask_writer", "done", member="writer")])
+
+    assert set(listed(staff, "?plan=yes")) == {run.pk, reader.pk, other.pk}
+    assert set(listed(staff, "?plan=no")) == {lone.pk}
+    assert listed(staff, "?plan=revised") == [run.pk]
+    assert set(listed(staff, "?plan=step_failed")) == {run.pk, other.pk}
+    assert set(listed(staff, "?plan_member=reader")) == {run.pk, other.pk}
+    assert listed(staff, "?plan_member=writer") == [other.pk]
+    # One and the same step: the reader's failed in `other`, not in `run` (where another step failed).
+    assert listed(staff, "?plan_member=reader&plan=step_failed") == [other.pk]
+    assert listed(staff, "?plan_member=writer&plan=step_failed") == []
+    assert listed(staff, "?plan_member=reader&plan=revised") == [run.pk]
+    assert listed(staff, "?plan=yes&tree=member") == [reader.pk]
+    page = staff.get(RUNS + "?plan_member=reader").content.decode()
+    assert "A step for reader failed" in page and "by plan" in page.lower()
+    assert staff.get(RUNS + "?plan=sideways")["Location"].endswith("?e=1")
+    assert staff.get(RUNS + "?plan=no&plan_member=reader")["Location"].endswith("?e=1")
+    assert staff.get(RUNS + "?plans__revision__gte=2").status_code == 400
+
+
+def test_a_prune_deletes_old_runs_plans_with_them(alice: Any) -> None:
+    old = revised_run(alice)
+    kept = revised_run(alice)
+    for run in (old["run"], old["reader"]):
+        AgentRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(days=100))
+    out = StringIO()
+    call_command("assistant_prune", "--older-than", "90d", stdout=out)
+    assert not AgentRun.objects.filter(pk__in=[old["run"].pk, old["reader"].pk]).exists()
+    assert not AgentPlan.objects.filter(run_id__in=[old["run"].pk, old["reader"].pk]).exists()
+    assert set(AgentPlan.objects.values_list("pk", flat=True)) == {
+        kept["first"].pk, kept["second"].pk, kept["reader_plan"].pk}
+    # The plans that stay still name the steps that wrote them.
+    assert AgentPlan.objects.get(pk=kept["second"].pk).made_in_id is not None

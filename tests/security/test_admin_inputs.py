@@ -21,7 +21,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 from registry.models import AgentProfile
 from registry.services import profile_record_invocation
 
@@ -67,11 +67,14 @@ def records(alice: Any) -> dict[type, Any]:
                                     result={"status": "error", "took_effect": False}, took_effect=False)
     memory = AgentMemory.objects.create(owner=alice, content="likes milk", embedding=[0.1] * 4, dims=4,
                                         embedder="test")
+    plan = AgentPlan.objects.create(run=run, revision=1, made_in=step, steps=[
+        {"n": 1, "do": "Add the task", "tool": "tracker_task_create", "member": "", "member_note": "",
+         "status": "failed", "step_ids": [step.pk], "why": "boom"}])
     profile = profile_record_invocation(owner=alice, spec_name="default", entry={
         "run_id": run.pk, "status": "error", "duration_ms": 10, "tool_calls": 1, "tool_errors": 1,
         "tools_used": ["tracker_task_create"], "failed_tools": ["tracker_task_create"]})
     return {AgentChat: chat, AgentRun: run, AgentMessage: message, AgentStep: step, AgentMemory: memory,
-            AgentProfile: profile}
+            AgentPlan: plan, AgentProfile: profile}
 
 
 # The parameters the lists' filters and the links to them use (each list refuses those of the others), the
@@ -81,7 +84,7 @@ PARAMETERS = frozenset({
     "owner__isnull", "quality_score", "quality_score__isnull", "feedback", "created_at__gte", "created_at__lt",
     "steps__tool_name", "steps__kind", "steps__took_effect", "steps__result__status__in", "kind__exact",
     "state__exact", "took_effect__exact", "role__exact", "embedder", "dims", "deleted_at__isempty", "spec_name",
-    "scope",
+    "scope", "plan", "plan_member", "revision", "step_status", "approval__exact", "approval__isnull",
     "o", "p", "all", "_facets", "e", "_popup", "_to_field",
     "session_key__regex", "id__gt", "client_address", "\x00",
 })
