@@ -184,10 +184,7 @@
       var more = item.appendChild(el("span", "assistant-plan-more"));
       if (step.member) {
         var who = more.appendChild(el("span", "assistant-plan-member", "Member: " + step.member));
-        if (step.member_note) {
-          who.title = step.member_note;
-          who.appendChild(el("span", "assistant-plan-note", " — " + step.member_note));
-        }
+        if (step.member_note) who.appendChild(el("span", "assistant-plan-note", " — " + step.member_note));
       }
       ids.forEach(function (id, k) {
         var label = "Show step" + (ids.length > 1 ? " " + (k + 1) : "");
