@@ -269,3 +269,13 @@ def test_another_persons_plan_answers_like_a_missing_one(alice: Any, bob: Any) -
 
     with pytest.raises(Refused):
         run_confirm(user=alice, run_id=run.pk, step_id=step.pk, approve=True, comment="Keep it.")
+
+
+def test_a_revision_numbers_new_steps_after_every_step_it_keeps() -> None:
+    from assistant.plans.record import plan_steps
+
+    kept = [{"n": 1, "do": "a", "status": "done"}, {"n": 3, "do": "c", "status": "failed"}]
+    steps = plan_steps([{"do": "d"}, {"do": "e", "tool": "ask_clerk"}], kept=kept, members={"ask_clerk": "clerk"},
+                       notes={"clerk": "no record yet"})
+    assert [(step["n"], step["do"]) for step in steps] == [(1, "a"), (3, "c"), (4, "d"), (5, "e")]
+    assert (steps[3]["member"], steps[3]["member_note"], steps[3]["status"]) == ("clerk", "no record yet", "pending")

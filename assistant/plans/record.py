@@ -36,10 +36,12 @@ def plan_steps(asked: Iterable[Mapping[str, Any]], *, kept: Iterable[Mapping[str
     model's `asked` steps, pending. `members` maps a delegation tool's name to its member, `notes` a
     member to what its record says."""
     steps = [dict(step) for step in kept]
-    for item in asked:
+    # Numbered after the highest kept: a step keeps its number in every revision it is in.
+    after = max((int(step["n"]) for step in steps), default=0)
+    for number, item in enumerate(asked, start=after + 1):
         tool = str(item.get("tool") or "")
         member = members.get(tool, "")
-        steps.append({"n": len(steps) + 1, "do": str(item["do"]).strip(), "tool": tool, "member": member,
+        steps.append({"n": number, "do": str(item["do"]).strip(), "tool": tool, "member": member,
                       "member_note": notes.get(member, "") if member else "", "status": Status.PENDING,
                       "step_ids": [], "why": ""})
     return steps
