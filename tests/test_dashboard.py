@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from assistant.models import AgentChat, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentPlan, AgentRun, AgentStep
 from tests.browser.harness import CHROMIUM, axe_violations, describe_violations, screenshot
 
 pytestmark = pytest.mark.django_db
@@ -248,13 +248,14 @@ def test_every_figure_matches_the_runs_and_steps_behind_it(staff: Client, week: 
 
     # The charts say their numbers to a screen reader.
     labels = " | ".join(page.svg_labels)
-    assert len(page.svg_labels) == 7
+    assert len(page.svg_labels) == 8
     assert "9 runs; 4 succeeded, 2 failed, 1 timed out, 1 cancelled, 1 running." in labels
     assert "2,056 tokens in all" in labels
     assert "create_task 5 calls, 2 failed (40%)" in labels
     assert "delete_project 2 of 2 calls failed (100%)" in labels
     assert "model_error 2" in labels
     assert "2 thumbs up, 2 thumbs down, 5 without feedback; 50% of rated runs up." in labels
+    assert "Plan steps by member: none." in labels  # no run of the week planned
 
 
 def test_every_spec_is_counted_unless_one_is_asked_for(staff: Client, week: dict[str, Any]) -> None:
@@ -372,10 +373,18 @@ def fortnight(alice: Any, bob: Any) -> None:
                 status, stop = "timed_out", "wall_time"
             elif serial % 23 == 0:
                 status, stop = "cancelled", "cancelled"
-            make_run(alice if serial % 2 else bob, on=day(offset), status=status, stop_reason=stop, error=error,
-                     duration_ms=800 + (serial * 379) % 9000, tokens=400 + (serial * 97) % 2500,
-                     quality=(1.0, None, 0.0, None, 1.0)[serial % 5],
-                     tools=tuple((tools[(serial + n) % 4], outcomes[(serial + n) % 8]) for n in range(serial % 4)))
+            run = make_run(alice if serial % 2 else bob, on=day(offset), status=status, stop_reason=stop,
+                           error=error, duration_ms=800 + (serial * 379) % 9000, tokens=400 + (serial * 97) % 2500,
+                           quality=(1.0, None, 0.0, None, 1.0)[serial % 5],
+                           tools=tuple((tools[(serial + n) % 4], outcomes[(serial + n) % 8])
+                                       for n in range(serial % 4)))
+            if serial % 3 == 0:  # a plan of two members' steps, revised now and then
+                for revision in range(1, 2 + serial % 2):
+                    AgentPlan.objects.create(run=run, revision=revision, steps=[
+                        {"n": n, "do": f"Ask {member}", "tool": f"ask_{member}", "member": member, "member_note": "",
+                         "status": ("done", "failed", "done", "skipped")[(serial // 3 + n) % 4], "step_ids": [],
+                         "why": ""}
+                        for n, member in enumerate(("reader", "writer"), start=1)])
 
 
 @pytest.mark.browser

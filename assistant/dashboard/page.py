@@ -19,6 +19,7 @@ from assistant.dashboard.reads import (
     TREE_CHOICES,
     Dashboard,
     DashboardQuery,
+    MemberSteps,
     ToolFigures,
     dashboard_get,
     parse_query,
@@ -58,6 +59,14 @@ def tool_lookups(name: str, *, failed: bool = False) -> dict[str, str]:
 
 def _rate(part: int, whole: int) -> str:
     return f"{part / whole:.0%}" if whole else "—"
+
+
+def member_lookups(member: str, *, failed: bool = False) -> dict[str, str]:
+    """Runs whose plan (its newest revision) had a step for `member`; with `failed`, one that failed."""
+    lookups = {"plan_member": member}
+    if failed:
+        lookups["plan"] = "step_failed"
+    return lookups
 
 
 def charts(board: Dashboard) -> dict[str, SafeString]:
@@ -132,8 +141,22 @@ def charts(board: Dashboard) -> dict[str, SafeString]:
                               f"{board.no_feedback} without feedback")]),
         ],
     )
+    members = board.plans.members
+    members_chart = bar_list_chart(
+        title="Plan steps by member (steps; failed in red)",
+        summary="Plan steps by member: " + ("; ".join(
+            f"{row.member} {row.steps} step{'' if row.steps == 1 else 's'}, {row.failed} failed "
+            f"({_rate(row.failed, row.steps)})"
+            for row in members) or "none") + ".",
+        rows=[(row.member, [
+            (row.steps - row.failed, "#00838f", run_list_url(query, **member_lookups(row.member)),
+             f"{row.member}: {row.steps - row.failed} plan steps that did not fail"),
+            (row.failed, "#c62828", run_list_url(query, **member_lookups(row.member, failed=True)),
+             f"{row.member}: {row.failed} failed plan steps"),
+        ]) for row in members],
+    )
     return {"runs": runs_chart, "tokens": tokens_chart, "tools": tools_chart, "failing": failing_chart,
-            "stops": stops_chart, "errors": errors_chart, "feedback": feedback_chart}
+            "stops": stops_chart, "errors": errors_chart, "feedback": feedback_chart, "members": members_chart}
 
 
 def _duration(ms: float | None) -> str:
@@ -154,6 +177,13 @@ def page_context(board: Dashboard) -> dict[str, Any]:
                       "url": run_list_url(day_query(query, day), status=status)} for status, _, _ in shown],
         "tokens_shown": format_number(board.tokens_by_day[day]),
     } for day in query.days]
+
+    plans = board.plans
+
+    def member_row(row: MemberSteps) -> dict[str, Any]:
+        return {"member": row.member, "steps": row.steps, "failed": row.failed, "skipped": row.skipped,
+                "rate": _rate(row.failed, row.steps), "url": run_list_url(query, **member_lookups(row.member)),
+                "failed_url": run_list_url(query, **member_lookups(row.member, failed=True))}
 
     def tool_row(tool: ToolFigures) -> dict[str, Any]:
         return {"name": tool.name, "calls": tool.calls, "failures": tool.failures,
@@ -187,6 +217,17 @@ def page_context(board: Dashboard) -> dict[str, Any]:
         ],
         "up_share": _rate(board.thumbs_up, board.rated),
         "rated_share": _rate(board.rated, board.runs),
+        "plans": plans,
+        "planned_url": run_list_url(query, plan="yes"),
+        "unplanned": board.runs - plans.planned,
+        "unplanned_url": run_list_url(query, plan="no"),
+        "revised_url": run_list_url(query, plan="revised"),
+        "step_failed_url": run_list_url(query, plan="step_failed"),
+        "planned_share": _rate(plans.planned, board.runs),
+        "revised_share": _rate(plans.revised, plans.planned),
+        "revisions_per_plan": "—" if plans.revisions_per_plan is None else f"{plans.revisions_per_plan:.1f}",
+        "plan_steps_failed_share": _rate(plans.failed, plans.steps),
+        "plan_members": [member_row(row) for row in plans.members],
     }
 
 

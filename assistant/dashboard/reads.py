@@ -1,5 +1,6 @@
 """The dashboard's question (which days, which spec) and its reads: a handful of aggregate queries, by
-day and outcome, percentiles and feedback, tools, stop reasons and errors, whatever the range's length."""
+day and outcome, percentiles and feedback, tools, stop reasons and errors, plans and their steps per member,
+whatever the range's length."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Aggregate, Count, FloatField, Q, QuerySet, Sum
+from django.db import connection
+from django.db.models import Aggregate, Count, FloatField, Max, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.http import QueryDict
 from django.utils import timezone
 
-from assistant.models import AgentRun, AgentStep
+from assistant.models import AgentPlan, AgentRun, AgentStep
 
 #: The range shown when none (or a bad one) is asked for: the last 14 days, today included.
 DEFAULT_DAYS = 14
@@ -160,6 +162,44 @@ class ToolFigures:
 
 
 @dataclass
+class MemberSteps:
+    """The plan steps that were for one member (its `ask_<member>` tool), as each plan ended."""
+
+    member: str
+    steps: int
+    failed: int
+    skipped: int
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed / self.steps if self.steps else 0.0
+
+
+@dataclass
+class PlanFigures:
+    """The plans of the range's runs (assistant/plans/): how many runs planned, how often they revised, and
+    what became of the steps of the plans they followed (each run's newest revision, whose statuses are final
+    once it has ended), in all and per member."""
+
+    #: Runs that wrote a plan; runs that revised it at least once.
+    planned: int = 0
+    revised: int = 0
+    #: Revisions of all their plans (a plan never revised is one), and the most any one plan had.
+    revisions: int = 0
+    most_revisions: int = 0
+    #: Steps of the plans followed, and those that failed or were skipped.
+    steps: int = 0
+    failed: int = 0
+    skipped: int = 0
+    #: Those that were for a member, by member: the most failed first.
+    members: list[MemberSteps] = field(default_factory=list)
+
+    @property
+    def revisions_per_plan(self) -> float | None:
+        return self.revisions / self.planned if self.planned else None
+
+
+@dataclass
 class Dashboard:
     """Every figure the page shows, for one query."""
 
@@ -176,6 +216,7 @@ class Dashboard:
     errors: list[tuple[str, int]]
     #: How many of the runs are members' runs (work another run handed over).
     member_runs: int = 0
+    plans: PlanFigures = field(default_factory=PlanFigures)
     by_outcome: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -251,8 +292,38 @@ def _tools_in(runs: QuerySet[AgentRun]) -> list[ToolFigures]:
     return [ToolFigures(row["tool_name"], row["calls"], row["failures"]) for row in rows]
 
 
+def _plans_in(runs: QuerySet[AgentRun]) -> PlanFigures:
+    """The plans of `runs`, in two queries: the revisions, and the steps of each run's newest revision (unnested
+    in the database, grouped by member)."""
+    plans = AgentPlan.objects.filter(run__in=runs.values("id")).order_by()
+    overall = plans.aggregate(planned=Count("run_id", distinct=True),
+                              revised=Count("run_id", distinct=True, filter=Q(revision__gte=2)),
+                              revisions=Count("id"), most=Max("revision"))
+    if not overall["planned"]:
+        return PlanFigures()
+    newest, params = plans.order_by("run_id", "-revision").distinct("run_id").values("steps").query.sql_with_params()
+    # PostgreSQL unnests each plan's steps (a JSON list); the ORM has no set-returning functions. The plans'
+    # query is Django's own, its values passed as parameters: the only text put in the SQL is that query.
+    sql = (  # the columns: member, steps, failed, skipped
+        "SELECT COALESCE(step->>'member', ''), COUNT(*), COUNT(*) FILTER (WHERE step->>'status' = %s), "  # noqa: S608
+        "COUNT(*) FILTER (WHERE step->>'status' = %s) "
+        f"FROM ({newest}) AS newest CROSS JOIN LATERAL jsonb_array_elements("
+        "CASE WHEN jsonb_typeof(newest.steps) = 'array' THEN newest.steps ELSE '[]'::jsonb END) AS step "
+        "GROUP BY 1"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [AgentPlan.Status.FAILED, AgentPlan.Status.SKIPPED, *params])
+        rows = [MemberSteps(member, steps, failed, skipped) for member, steps, failed, skipped in cursor.fetchall()]
+    members = sorted((row for row in rows if row.member), key=lambda row: (-row.failed, -row.steps, row.member))
+    return PlanFigures(
+        planned=overall["planned"], revised=overall["revised"], revisions=overall["revisions"],
+        most_revisions=overall["most"] or 0, steps=sum(row.steps for row in rows),
+        failed=sum(row.failed for row in rows), skipped=sum(row.skipped for row in rows), members=members[:TOP],
+    )
+
+
 def dashboard_get(query: DashboardQuery) -> Dashboard:
-    """The figures for `query`, in five queries whatever the range's length."""
+    """The figures for `query`, in seven queries whatever the range's length."""
     runs = runs_in(query).order_by()
     runs_by_day: dict[datetime.date, dict[str, int]] = {day: {} for day in query.days}
     tokens_by_day: dict[datetime.date, int] = dict.fromkeys(query.days, 0)
@@ -276,5 +347,5 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         query=query, runs_by_day=runs_by_day, tokens_by_day=tokens_by_day, p50_ms=overall["p50"],
         p95_ms=overall["p95"], thumbs_up=overall["up"], thumbs_down=overall["down"],
         no_feedback=overall["none"], tools=tools, stop_reasons=top("stop_reason"), errors=top("error"),
-        member_runs=overall["members"],
+        member_runs=overall["members"], plans=_plans_in(runs),
     )
