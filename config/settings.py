@@ -120,6 +120,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "channels",
     "assistant",
+    "assistant.mcp",  # access tokens for the person's own agent (optional)
     "registry",
     "tracker",
 ]

@@ -1,0 +1,263 @@
+"""Access tokens: made, revoked and checked here, and nowhere else.
+
+A token is `ast_<prefix>_<secret>`: the prefix (8 random characters) is stored as it is and shown on pages
+to tell tokens apart; the whole token is stored only as its SHA-256. The plain token exists once, in what
+`token_create` returns.
+
+`token_authenticate(bearer)` is what an endpoint calls for each request: authority is live, so every call
+checks again that the token is neither revoked nor expired, that its person is still active and has not
+changed their password since, and that its spec still exists. Each refusal is a `TokenRefused` with a
+reason of its own (`REASONS`); an endpoint answers them all alike (401), the reason is for its log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.crypto import salted_hmac
+
+from assistant.conf import assistant_settings
+from assistant.mcp.models import NAME_MAX, AccessToken
+from assistant.society.members import members
+from assistant.tools.offer import ToolScope, resolve_scope
+
+TOKEN_PREFIX = "ast_"  # noqa: S105  (the marker every token starts with, not a secret)
+_PREFIX_CHARS = 8
+_TOKEN = re.compile(r"ast_(?P<prefix>[A-Za-z0-9]{8})_(?P<secret>[A-Za-z0-9_-]{43})")
+_ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+#: last_used_at is written at most this often per token: a busy agent would otherwise write on every call.
+LAST_USED_EVERY = timedelta(minutes=1)
+#: The longest expiry a token may be given.
+MAX_LIFETIME = timedelta(days=3650)
+_FINGERPRINT_SALT = "assistant.mcp.AccessToken.password_fingerprint"
+_DURATION = re.compile(r"(?P<amount>[0-9]{1,6})(?P<unit>[hdw])")
+_UNITS = {"h": ("hours", "hour"), "d": ("days", "day"), "w": ("weeks", "week")}
+
+#: Why a bearer was refused, each with the words an endpoint's log (never the caller) may get.
+REASONS = {
+    "malformed": "not an access token",
+    "unknown": "no such token",
+    "revoked": "the token was revoked",
+    "expired": "the token has expired",
+    "inactive": "the token's person is no longer active",
+    "password_changed": "the token's person changed their password since the token was made",
+    "spec_unknown": "the token's assistant spec no longer exists",
+}
+
+
+class TokenRefused(Exception):  # noqa: N818  (a refusal, not a fault)
+    """A bearer that does not (or no longer) act as anyone; `reason` is one of REASONS."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(REASONS[reason])
+        self.reason = reason
+
+
+class InvalidTokenRequest(ValueError):
+    """What a person asked for cannot be made; `field` says which input (name, spec, expires, user)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class TokenNotFound(Exception):
+    """No token of that person's by that id or name (another person's is not found either)."""
+
+
+@dataclass(frozen=True)
+class CreatedToken:
+    token: AccessToken
+    #: The plain token: shown once, stored nowhere.
+    secret: str
+
+
+def token_hash(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def password_fingerprint(user: Any, *, secret: str | None = None) -> str:
+    """A keyed digest of the person's password hash, as Django's session auth hash is one."""
+    return salted_hmac(_FINGERPRINT_SALT, user.password or "", secret=secret, algorithm="sha256").hexdigest()
+
+
+def _password_unchanged(user: Any, stored: str) -> bool:
+    # SECRET_KEY_FALLBACKS keep a rotated key's tokens working, as they keep its sessions.
+    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    return any(hmac.compare_digest(password_fingerprint(user, secret=key), stored) for key in keys)
+
+
+def spec_choices() -> list[str]:
+    """The specs a person may pick for a token: every member there is, the SPEC setting's first."""
+    names = list(members())
+    default = assistant_settings.SPEC
+    return [default, *(name for name in names if name != default)]
+
+
+def parse_duration(text: str | None) -> timedelta:
+    """`12h`, `30d` or `8w` as a positive duration of at most ten years; anything else InvalidTokenRequest."""
+    accepted = "a duration such as 12h (hours), 30d (days) or 8w (weeks)"
+    match = _DURATION.fullmatch((text or "").strip())
+    if match is None:
+        raise InvalidTokenRequest("expires", f"--expires needs {accepted}; got {text!r}.")
+    amount = int(match["amount"])
+    if amount == 0:
+        raise InvalidTokenRequest("expires", f"--expires must be more than zero ({accepted}).")
+    delta = timedelta(**{_UNITS[match["unit"]][0]: amount})
+    if delta > MAX_LIFETIME:
+        raise InvalidTokenRequest("expires", f"--expires is at most {MAX_LIFETIME.days} days; got {text!r}.")
+    return delta
+
+
+def _clean_name(name: str) -> str:
+    name = " ".join((name or "").split())
+    if not name:
+        raise InvalidTokenRequest("name", "A token needs a name, such as the agent it is for.")
+    if len(name) > NAME_MAX:
+        raise InvalidTokenRequest("name", f"A token's name is at most {NAME_MAX} characters.")
+    if any(ord(char) < 32 or ord(char) == 127 for char in name):
+        raise InvalidTokenRequest("name", "A token's name cannot contain control characters.")
+    return name
+
+
+def _clean_spec(spec: str | None) -> str:
+    name = spec or assistant_settings.SPEC
+    known = spec_choices()
+    if name not in known:
+        raise InvalidTokenRequest("spec", f"Unknown assistant spec {name!r}; known: {', '.join(known)}.")
+    return name
+
+
+def _new_secret() -> tuple[str, str]:
+    prefix = "".join(secrets.choice(_ALPHANUMERIC) for _ in range(_PREFIX_CHARS))
+    return prefix, f"{TOKEN_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+
+
+def token_create(
+    *, owner: Any, name: str | None = None, spec: str | None = None, read_only: bool = False,
+    expires_in: timedelta | None = None,
+) -> CreatedToken:
+    """A new token for `owner`, acting under `spec` (default: the SPEC setting), read-only or not, expiring
+    after `expires_in` (default: never). The plain token is in the result and nowhere else."""
+    if owner is None or not getattr(owner, "is_authenticated", False) or not owner.pk:
+        raise InvalidTokenRequest("user", "A token belongs to a signed-up person.")
+    if not getattr(owner, "is_active", True):
+        raise InvalidTokenRequest("user", f"{owner} is not active; an inactive person's token would be refused.")
+    spec_name = _clean_spec(spec)
+    if expires_in is not None and not timedelta(0) < expires_in <= MAX_LIFETIME:
+        raise InvalidTokenRequest("expires", f"A token expires after more than nothing and at most "
+                                             f"{MAX_LIFETIME.days} days.")
+    prefix, secret = _new_secret()
+    label = _clean_name(name) if name is not None else f"token {prefix}"
+    now = timezone.now()
+    if AccessToken.objects.filter(owner=owner, name=label, revoked_at__isnull=True).exists():
+        raise InvalidTokenRequest("name", f"You already have a token named “{label}”; revoke it first or choose "
+                                          "another name.")
+    try:
+        with transaction.atomic():
+            token = AccessToken.objects.create(
+                owner=owner, name=label, prefix=prefix, token_hash=token_hash(secret), spec=spec_name,
+                read_only=read_only, password_fingerprint=password_fingerprint(owner), created_at=now,
+                expires_at=now + expires_in if expires_in is not None else None,
+            )
+    except IntegrityError:
+        # Made at the same moment by another request (the same name), or, once in 2**47, the same prefix.
+        raise InvalidTokenRequest("name", f"You already have a token named “{label}”; revoke it first or choose "
+                                          "another name.") from None
+    return CreatedToken(token=token, secret=secret)
+
+
+def token_find(*, owner: Any, name_or_id: str) -> AccessToken:
+    """The owner's token by id, else their unrevoked token of that name; TokenNotFound otherwise."""
+    text = (name_or_id or "").strip()
+    tokens = AccessToken.objects.for_user(owner)
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        found = tokens.filter(pk=int(text)).first()
+        if found is not None:
+            return found
+    found = tokens.filter(name=" ".join(text.split()), revoked_at__isnull=True).first()
+    if found is None:
+        raise TokenNotFound(f"{owner} has no token with the id or name {text!r}.")
+    return found
+
+
+@transaction.atomic
+def token_revoke(*, owner: Any, token_id: int) -> tuple[AccessToken, bool]:
+    """Revoke one of the owner's tokens: (the token, whether this call revoked it). Another person's token
+    and a missing one are TokenNotFound alike. Revoking stops the token's next call."""
+    token = AccessToken.objects.for_user(owner).select_for_update().filter(pk=token_id).first()
+    if token is None:
+        raise TokenNotFound(f"No token {token_id}.")
+    if token.revoked_at is not None:
+        return token, False
+    token.revoked_at = timezone.now()
+    token.save(update_fields=["revoked_at"])
+    return token, True
+
+
+def tokens_revoke(*, tokens: Any) -> int:
+    """Revoke every unrevoked token of a queryset (staff, in the admin); how many it revoked."""
+    return int(tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now()))
+
+
+def token_authenticate(bearer: str | None) -> tuple[Any, AccessToken]:
+    """The person and token a bearer acts as, checked now; TokenRefused(reason) when it acts as nobody.
+
+    The token is found by its hash (an index lookup, so no comparison of secrets that time could leak) and
+    the hash compared again in constant time."""
+    raw = (bearer or "").strip()
+    if not _TOKEN.fullmatch(raw):
+        raise TokenRefused("malformed")
+    digest = token_hash(raw)
+    token = AccessToken.objects.select_related("owner").filter(token_hash=digest).first()
+    if token is None or not hmac.compare_digest(token.token_hash, digest):
+        raise TokenRefused("unknown")
+    now = timezone.now()
+    if token.revoked_at is not None:
+        raise TokenRefused("revoked")
+    if token.expires_at is not None and token.expires_at <= now:
+        raise TokenRefused("expired")
+    user = token.owner
+    if not getattr(user, "is_active", True):
+        raise TokenRefused("inactive")
+    if not _password_unchanged(user, token.password_fingerprint):
+        raise TokenRefused("password_changed")
+    if token.spec not in spec_choices():
+        raise TokenRefused("spec_unknown")
+    if token.last_used_at is None or token.last_used_at <= now - LAST_USED_EVERY:
+        # One conditional UPDATE: of many calls in the same minute, at most one writes.
+        AccessToken.objects.filter(pk=token.pk).filter(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - LAST_USED_EVERY)
+        ).update(last_used_at=now)
+        token.last_used_at = now
+    return user, token
+
+
+def token_scope(token: AccessToken) -> ToolScope:
+    """The tools and profile a token acts with: its spec's, narrowed to `restricted` when read-only (a
+    read-only token never writes, whatever its spec declares; a spec's profile is never widened)."""
+    return resolve_scope(token.spec, "restricted" if token.read_only else None)
+
+
+def token_owner(username: str) -> Any:
+    """The person of that username, for the command; InvalidTokenRequest when there is none."""
+    model = get_user_model()
+    try:
+        return model._default_manager.get_by_natural_key(username)
+    except model.DoesNotExist:
+        raise InvalidTokenRequest("user", f"No user {username!r}.") from None
+
+
+def expires_words(moment: datetime | None) -> str:
+    return f"expires {moment:%Y-%m-%d %H:%M %Z}" if moment else "never expires"
