@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.apps import apps
 from django.urls import path
 
 from assistant import views
@@ -12,3 +13,9 @@ urlpatterns = [
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
     path("memories/clear/", views.memories_clear_view, name="memories_clear"),
 ]
+
+# The optional sub-apps' pages come with this include when the host installs them, and only then.
+if apps.is_installed("assistant.mcp"):
+    from assistant.mcp.urls import urlpatterns as mcp_urlpatterns
+
+    urlpatterns += mcp_urlpatterns
