@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ from django.test import Client
 
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import TokenRefused, token_authenticate, token_create
+from tests.conftest import PROJECT_DIR, assistant_settings_with
 
 pytestmark = pytest.mark.django_db
 
@@ -144,17 +148,48 @@ def test_the_panel_links_the_page_when_the_app_is_installed(alice: Any) -> None:
     assert f'href="{PAGE}" data-assistant-tokens' in page
 
 
-def test_the_panel_has_no_link_without_the_app() -> None:
-    # Without the sub-app the assistant's URLconf has no tokens route, so the panel's template links nothing.
-    from django.template import Context, Template
-    from django.urls import NoReverseMatch, reverse
+WITHOUT_THE_APP = """
+import django
+from django.core.management import call_command
+from django.template.loader import render_to_string
+from django.urls import NoReverseMatch, reverse
 
-    from assistant import urls as assistant_urls
+django.setup()
+from django.apps import apps
 
-    names = {getattr(pattern, "name", None) for pattern in assistant_urls.urlpatterns}
-    assert {"tokens", "token_revoke"} <= names
-    template = Template("{% url 'assistant:no_such_page' as missing %}[{{ missing }}]")
-    assert template.render(Context()) == "[]"
-    with pytest.raises(NoReverseMatch):
-        reverse("assistant:no_such_page")
-    assert 'if apps.is_installed("assistant.mcp"):' in Path(assistant_urls.__file__).read_text()
+assert not apps.is_installed("assistant.mcp")
+call_command("check")
+assert reverse("assistant:memories") == "/assistant/memories/"
+try:
+    reverse("assistant:tokens")
+except NoReverseMatch:
+    pass
+else:
+    raise AssertionError("a tokens route without the app")
+panel = render_to_string("assistant/conversation.html", {})
+assert "data-assistant-memories" in panel and "data-assistant-tokens" not in panel, panel
+print("core works without assistant.mcp")
+"""
+
+
+def test_the_core_app_works_and_links_nothing_without_the_sub_app(tmp_path: Path) -> None:
+    (tmp_path / "without_mcp.py").write_text(
+        "from tests.settings import *  # noqa: F403\n"
+        "INSTALLED_APPS = [app for app in INSTALLED_APPS if app != 'assistant.mcp']  # noqa: F405\n"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "without_mcp",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(PROJECT_DIR)])}
+    done = subprocess.run([sys.executable, "-c", WITHOUT_THE_APP], env=env, cwd=PROJECT_DIR, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and "core works without assistant.mcp" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_page_stands_alone_without_a_layout(alice: Any) -> None:
+    made = token_create(owner=alice, name="laptop")
+    as_alice = signed_in(alice)
+    with assistant_settings_with(PAGE_LAYOUT=None):
+        response = as_alice.post(f"{PAGE}{made.token.pk}/revoke/", follow=True)
+    html = response.content.decode()
+    assert html.startswith("<!doctype html>") and "<title>Access tokens · Assistant</title>" in html
+    # Standalone, the page shows Django's messages itself.
+    assert "Revoked the token “laptop”" in html and 'data-assistant-page="tokens"' in html

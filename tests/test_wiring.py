@@ -123,6 +123,21 @@ def test_the_apps_import_nothing_of_the_project_that_hosts_them() -> None:
     assert not offending
 
 
+def test_the_optional_sub_apps_are_held_to_the_same_boundary() -> None:
+    # assistant/mcp/ (the access tokens) is scanned with assistant/ above; it imports nothing of the host
+    # either, and the core app imports it only where a host installed it (assistant/urls.py asks first).
+    scanned = set((PROJECT_DIR / "assistant").rglob("*.py"))
+    sub_app = set((PROJECT_DIR / "assistant" / "mcp").rglob("*.py"))
+    assert PROJECT_DIR / "assistant" / "mcp" / "tokens.py" in sub_app and sub_app <= scanned
+    importers = {
+        str(source_file.relative_to(PROJECT_DIR))
+        for source_file in scanned - sub_app
+        if any(module.startswith("assistant.mcp") for module in _imported_modules(source_file))
+    }
+    assert importers <= {"assistant/urls.py"}, importers
+    assert 'if apps.is_installed("assistant.mcp"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
+
+
 def test_a_runs_lifecycle_has_one_owner_that_neither_the_socket_nor_the_worker_side_imports_back() -> None:
     # The socket's services and the worker's turn both start and end runs, through assistant/lifecycle.py;
     # neither imports the other, at any depth of a function (a lazy import is still a circle of modules).
