@@ -30,6 +30,7 @@ from django.utils.crypto import salted_hmac
 from assistant.conf import assistant_settings
 from assistant.mcp.models import NAME_MAX, AccessToken
 from assistant.society.members import members
+from assistant.text import readable_text
 from assistant.tools.offer import ToolScope, resolve_scope
 
 TOKEN_PREFIX = "ast_"  # noqa: S105  (the marker every token starts with, not a secret)
@@ -121,13 +122,12 @@ def parse_duration(text: str | None) -> timedelta:
 
 
 def _clean_name(name: str) -> str:
-    name = " ".join((name or "").split())
+    # As the site's other names people type: what hides or reorders text goes (assistant/text.py).
+    name = readable_text(name or "")
     if not name:
         raise InvalidTokenRequest("name", "A token needs a name, such as the agent it is for.")
     if len(name) > NAME_MAX:
         raise InvalidTokenRequest("name", f"A token's name is at most {NAME_MAX} characters.")
-    if any(ord(char) < 32 or ord(char) == 127 for char in name):
-        raise InvalidTokenRequest("name", "A token's name cannot contain control characters.")
     return name
 
 
@@ -186,7 +186,7 @@ def token_find(*, owner: Any, name_or_id: str) -> AccessToken:
         found = tokens.filter(pk=int(text)).first()
         if found is not None:
             return found
-    found = tokens.filter(name=" ".join(text.split()), revoked_at__isnull=True).first()
+    found = tokens.filter(name=readable_text(text), revoked_at__isnull=True).first()
     if found is None:
         raise TokenNotFound(f"{owner} has no token with the id or name {text!r}.")
     return found
