@@ -1,6 +1,6 @@
 """Retention: the assistant's evidence leaves by age, through `manage.py assistant_prune`, never the admin.
 
-Runs created before the cut-off go with their steps and messages; chats that have nothing left go too;
+Runs created before the cut-off go with their steps, plans and messages; chats that have nothing left go too;
 memories created before the cut-off go. A run still active (queued, running, waiting for its person)
 stays, with everything of it, however old it is."""
 
@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 
 _AGE = re.compile(r"(?P<amount>\d+)(?P<unit>[hdw])")
 _UNITS = {"h": ("hours", "hour"), "d": ("days", "day"), "w": ("weeks", "week")}
@@ -59,10 +59,12 @@ class Pruned:
     messages: int
     chats: int
     memories: int
+    plans: int = 0
 
     def counts(self) -> list[tuple[int, str, str]]:
-        return [(self.runs, "run", "runs"), (self.steps, "step", "steps"), (self.messages, "message", "messages"),
-                (self.chats, "chat", "chats"), (self.memories, "memory", "memories")]
+        return [(self.runs, "run", "runs"), (self.steps, "step", "steps"), (self.plans, "plan revision",
+                "plan revisions"), (self.messages, "message", "messages"), (self.chats, "chat", "chats"),
+                (self.memories, "memory", "memories")]
 
 
 #: Rows deleted per transaction: a large backlog goes in short transactions that hold few locks, and a
@@ -102,6 +104,7 @@ def _in_batches(rows: QuerySet[Any], batch_size: int, *, cascaded: dict[str, int
             if not ids:
                 return total
             if cascaded is not None:
+                cascaded["plans"] += _deleted(AgentPlan.objects.filter(run_id__in=ids))
                 cascaded["steps"] += _deleted(AgentStep.objects.filter(run_id__in=ids))
                 cascaded["messages"] += _deleted(AgentMessage.objects.filter(run_id__in=ids))
             total += _deleted(rows.model.objects.filter(pk__in=ids))
@@ -115,8 +118,9 @@ def evidence_prune(*, older_than: timedelta, dry_run: bool, now: datetime | None
     runs, steps, messages, chats, memories = _doomed(cutoff)
     if dry_run:
         return Pruned(cutoff=cutoff, runs=runs.count(), steps=steps.count(), messages=messages.count(),
-                      chats=chats.count(), memories=memories.count())
-    cascaded = {"steps": 0, "messages": 0}
+                      chats=chats.count(), memories=memories.count(),
+                      plans=AgentPlan.objects.filter(run__in=runs).count())
+    cascaded = {"steps": 0, "messages": 0, "plans": 0}
     run_count = _in_batches(runs, batch_size, cascaded=cascaded)
     orphans = _in_batches(AgentMessage.objects.filter(run__isnull=True, created_at__lt=cutoff), batch_size)
     # With their runs and messages gone, the chats left empty are those with nothing at all.
@@ -124,4 +128,5 @@ def evidence_prune(*, older_than: timedelta, dry_run: bool, now: datetime | None
                    .exclude(Exists(AgentRun.objects.filter(chat=OuterRef("pk"))))
                    .exclude(Exists(AgentMessage.objects.filter(chat=OuterRef("pk")))))
     return Pruned(cutoff=cutoff, runs=run_count, steps=cascaded["steps"], messages=cascaded["messages"] + orphans,
-                  chats=_in_batches(empty_chats, batch_size), memories=_in_batches(memories, batch_size))
+                  chats=_in_batches(empty_chats, batch_size), memories=_in_batches(memories, batch_size),
+                  plans=cascaded["plans"])

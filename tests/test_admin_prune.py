@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +47,7 @@ def prune(*args: str) -> str:
 
 def counts() -> dict[str, int]:
     return {model.__name__: model.objects.count()
-            for model in (AgentRun, AgentStep, AgentMessage, AgentChat, AgentMemory)}
+            for model in (AgentRun, AgentStep, AgentPlan, AgentMessage, AgentChat, AgentMemory)}
 
 
 @pytest.fixture
@@ -56,7 +56,9 @@ def history(alice: Any, bob: Any) -> dict[str, Any]:
     waiting for its person, recent runs, old and new memories."""
     gone_chat = AgentChat.objects.create(owner=alice)
     old_run(alice, days=200, chat=gone_chat)
-    old_run(alice, days=120, chat=gone_chat, steps=3)
+    planned = old_run(alice, days=120, chat=gone_chat, steps=3)
+    for revision in (1, 2):  # an old run's plan goes with it
+        AgentPlan.objects.create(run=planned, revision=revision, steps=[])
     going_chat = AgentChat.objects.create(owner=bob)
     old_run(bob, days=100, chat=going_chat)
     recent = old_run(bob, days=1, chat=going_chat)
@@ -87,7 +89,7 @@ def test_pruning_removes_old_evidence_and_never_an_active_run(history: dict[str,
 
     after = counts()
     assert {name: before[name] - after[name] for name in before} == {
-        "AgentRun": 3, "AgentStep": 7, "AgentMessage": 6, "AgentChat": 1, "AgentMemory": 1}
+        "AgentRun": 3, "AgentStep": 7, "AgentPlan": 2, "AgentMessage": 6, "AgentChat": 1, "AgentMemory": 1}
     assert out.split("(")[0] == dry.replace("Would delete", "Deleted").split("(")[0]
     assert not AgentChat.objects.filter(pk=history["gone_chat"].pk).exists()
     assert AgentChat.objects.filter(pk=history["going_chat"].pk).exists()
@@ -123,6 +125,8 @@ def test_a_backlog_goes_in_small_batches_with_the_same_counts(history: dict[str,
     would = evidence_prune(older_than=timedelta(days=90), dry_run=True)
     went = evidence_prune(older_than=timedelta(days=90), dry_run=False, batch_size=1)
 
-    assert went.counts() == would.counts() == [(3, "run", "runs"), (7, "step", "steps"), (6, "message", "messages"),
+    assert went.counts() == would.counts() == [(3, "run", "runs"), (7, "step", "steps"),
+                                              (2, "plan revision", "plan revisions"), (6, "message", "messages"),
                                               (1, "chat", "chats"), (1, "memory", "memories")]
+    assert not AgentPlan.objects.exists()
     assert AgentRun.objects.get(pk=history["waiting"].pk).steps.count() == 1
