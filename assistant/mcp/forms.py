@@ -23,6 +23,7 @@ class TokenCreateForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("auto_id", "assistant-token-%s")  # ids of their own inside a host's layout
+        kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         spec = self.fields["spec"]
         assert isinstance(spec, forms.ChoiceField)  # noqa: S101  (for the type checker)
