@@ -167,7 +167,8 @@ def test_the_command_lists_what_a_user_would_be_offered(alice: Any) -> None:
     out = io.StringIO()
     call_command("assistant_tools", user="alice", profile="restricted", json=True, stdout=out)
     listed = json.loads(out.getvalue())
-    assert {t["name"] for t in listed if t["name"] not in SUITE_TOOLS} == READS
+    # The site's reads, and the planning tool every run is offered beside them.
+    assert {t["name"] for t in listed if t["name"] not in SUITE_TOOLS} == READS | {"assistant_plan"}
     assert all(t["parameters"]["additionalProperties"] is False for t in listed)
 
     text = io.StringIO()
