@@ -269,7 +269,7 @@ def _run_close(
         step.save(update_fields=["state", "took_effect", "reason", "result"])
         publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
     run_profile_record(run, steps)
-    run_plan_close(run)
+    run_plan_close(run, steps)
     if status != AgentRun.Status.SUCCEEDED:
         _members_stop(run, status=status, stop_reason=stop_reason, error=error)
     return run

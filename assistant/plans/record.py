@@ -26,6 +26,7 @@ from typing import Any
 from assistant.events import publish_to_user
 from assistant.models import AgentPlan, AgentRun, AgentStep
 from assistant.payloads import run_event
+from assistant.plans.offer import PLAN_TOOL
 
 Status = AgentPlan.Status
 
@@ -184,8 +185,11 @@ def run_plan(run: AgentRun) -> AgentPlan | None:
     return AgentPlan.objects.filter(run=run).order_by("-revision").first()
 
 
-def run_plan_close(run: AgentRun) -> None:
-    """`run` has just ended (in the caller's transaction): its plan's every step gets its final status."""
+def run_plan_close(run: AgentRun, steps: Iterable[AgentStep]) -> None:
+    """`run` has just ended (in the caller's transaction), with these `steps`: its plan's every step gets its
+    final status. A run that never called the planning tool has no plan to look for."""
+    if not any(step.tool_name == PLAN_TOOL for step in steps):
+        return
     plan = run_plan(run)
     if plan is None:
         return

@@ -58,14 +58,20 @@ def _own_usage(run_ids: Iterable[int]) -> dict[int, Usage]:
             for row in rows}
 
 
-def subtrees_usage(run_ids: list[int]) -> Usage:
-    """What these runs and every run below them used together, from their rows (one query per level of the
-    trees, plus one)."""
-    ids, level = list(run_ids), list(run_ids)
+def subtree_run_ids(run_ids: Iterable[int]) -> list[int]:
+    """These runs and every run below them (one query per level of the trees: at most MAX_DELEGATION_DEPTH)."""
+    level = list(run_ids)
+    ids = list(level)
     while level:
         level = list(AgentRun.objects.filter(parent_id__in=level).values_list("pk", flat=True))
         ids.extend(level)
-    return sum(_own_usage(ids).values(), Usage())
+    return ids
+
+
+def subtrees_usage(run_ids: list[int]) -> Usage:
+    """What these runs and every run below them used together, from their rows (one query per level of the
+    trees, plus one)."""
+    return sum(_own_usage(subtree_run_ids(run_ids)).values(), Usage())
 
 
 def tree_usage(run: AgentRun) -> Usage:

@@ -27,7 +27,7 @@ from django.db.models import Exists, OuterRef
 from assistant.lifecycle import DelegationRefused, run_child_start
 from assistant.llm import ToolCall
 from assistant.models import AgentRun, AgentStep
-from assistant.society.budget import Usage
+from assistant.society.budget import Usage, subtree_run_ids
 from assistant.society.offer import DelegationTool
 from assistant.tools.validation import validate_arguments
 from assistant.turn.journal import StepJournal
@@ -177,11 +177,7 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
 
 def _subtree_steps(child: AgentRun) -> list[AgentStep]:
     """The steps of `child` and of every run below it, oldest first (one query per level below, plus one)."""
-    ids, level = [child.pk], [child.pk]
-    while level:
-        level = list(AgentRun.objects.filter(parent_id__in=level).values_list("pk", flat=True))
-        ids.extend(level)
-    return list(AgentStep.objects.filter(run_id__in=ids).order_by("created_at", "seq"))
+    return list(AgentStep.objects.filter(run_id__in=subtree_run_ids([child.pk])).order_by("created_at", "seq"))
 
 
 def members_used(steps: Sequence[AgentStep]) -> Usage:

@@ -449,7 +449,8 @@ class Turn:
             return True
         if step is None:
             self.limits.before_tool_call(self.steps, call.name, call.arguments)
-        errors = validate_arguments(call.arguments, dict(PlanTool().parameters))
+        assert self.planner is not None  # (_is_plan)
+        errors = validate_arguments(call.arguments, dict(self.planner.parameters))
         if errors:
             step = step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
                                             call_id=call.id, arguments=call.arguments)
@@ -471,7 +472,6 @@ class Turn:
                                         arguments=call.arguments)
             plan.made_in, plan.approval = step, AgentPlan.Approval.WAITING
             self.journal.write_plan(plan)
-            assert self.planner is not None
             self.journal.pause(self.planner, step, summary=summary)
             return False
         step = step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
