@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from assistant.models import AgentChat, AgentPlan, AgentRun
-from assistant.services import chat_send
+from assistant.services import chat_send, run_confirm
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, wait_for_run
 from tracker.models import Project, Task
@@ -132,3 +132,21 @@ def test_a_delete_waits_for_the_persons_approval_of_the_keepers_step(
     waiting = keeper.steps.get(state="awaiting_confirmation")
     assert waiting.tool_name == "tracker_project_delete" and "Home" in waiting.summary
     assert Project.objects.filter(owner=alice, name="Home").exists()
+
+
+def test_declining_a_members_action_is_said_to_the_person_in_their_words(
+    alice: Any, celery_worker: WorkerProcess
+) -> None:
+    Project.objects.create(owner=alice, name="Home")
+    chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
+    top = wait_for_run(chat_send(user=alice, content="delete the project Home, then tell me my open tasks",
+                                 chat_id=chat.pk).run.pk, "awaiting_members", *FINISHED, timeout=60)
+    keeper = wait_for_run(AgentRun.objects.get(root=top).pk, "awaiting_confirmation", *FINISHED, timeout=30)
+    asked = keeper.steps.get(state="awaiting_confirmation")
+    run_confirm(user=alice, run_id=keeper.pk, step_id=asked.pk, approve=False)
+
+    top = wait_for_run(top.pk, *FINISHED, timeout=60)
+    assert Project.objects.filter(owner=alice, name="Home").exists()
+    assert "You declined it, so nothing was changed." in top.reply
+    # What the model was told about the refusal is for the model, never the person's reply.
+    assert "Do not try it again" not in top.reply

@@ -188,6 +188,12 @@ def _reply(heard: list[tuple[str, Seat, dict[str, Any]]],
         lines.append(f"**{seat.name}** — {task}\n\n{said}")
     if stopped is not None:
         task, seat, answer = stopped
-        reason = str(answer.get("reason") or "it could not go on")
-        lines.append(f"I stopped there: {seat.name} could not do “{task}” ({reason}). Nothing after it was tried.")
+        if any(problem.get("status") == "declined" for problem in answer.get("problems") or ()):
+            # What the member's model was told of the refusal is an instruction to it, not news for the person.
+            lines.append(f"I stopped there: {seat.name} asked you before “{task}”. You declined it, so nothing was "
+                         "changed. Nothing after it was tried.")
+        else:
+            reason = str(answer.get("reason") or "it could not go on")
+            lines.append(f"I stopped there: {seat.name} could not do “{task}” ({reason}). Nothing after it was "
+                         "tried.")
     return "\n\n".join(lines)
