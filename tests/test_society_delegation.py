@@ -297,3 +297,26 @@ def test_a_tree_deeper_than_the_limit_is_refused_where_it_would_go_too_deep(
     assert too_deep.result["status"] in AgentStep.FAILED_OUTCOMES
     offered = [{tool["function"]["name"] for tool in body.get("tools", [])} for body in fake_openai.bodies[:4]]
     assert "ask_test-chain-b" in offered[0] and "ask_test-chain-e" not in offered[3]
+
+
+def test_a_member_cannot_use_a_tool_its_spec_leaves_out_though_its_asker_and_profile_would_allow_it(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = asker_chat(alice)
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "Make a project called Side."})]),
+        # The clerk's spec has task tools only; its standard profile would allow a project write.
+        openai_stream([], [("k1", "tracker_project_create", {"name": "Side", "description": ""})]),
+        openai_stream(["I could not make it."]),
+        openai_stream(["The clerk may not make projects."]),
+    )
+    top = wait_for_run(chat_send(user=alice, content="make Side", chat_id=chat.pk).run.pk, *FINISHED)
+    [clerk] = AgentRun.objects.filter(root=top)
+    [refused] = tool_steps(clerk)
+    assert (refused.tool_name, refused.result["status"], refused.took_effect) == (
+        "tracker_project_create", "denied", False)
+    assert not Project.objects.filter(name="Side").exists()
+    # It was never offered to the clerk's model either.
+    offered = {tool["function"]["name"] for tool in fake_openai.bodies[1]["tools"]}
+    assert "tracker_project_create" not in offered
+    assert tool_steps(top)[0].result["status"] == "escalated"
