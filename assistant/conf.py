@@ -41,6 +41,11 @@ DEFAULTS: dict[str, Any] = {
     # How often an open socket re-checks that its session is still live (signed in, active, unchanged
     # password); a socket whose session ended closes with 4401. Logging out closes it at once.
     "SESSION_CHECK_SECONDS": 3.0,
+    # The person's own agent over MCP (assistant/mcp/): tool calls one access token may make per minute, and
+    # how long an approval waits for the agent's call (the person's answer in the panel, or the client's
+    # elicitation answer) before it is asked again.
+    "MCP_CALLS_PER_MINUTE": 60,
+    "MCP_APPROVAL_SECONDS": 600,
     # Reads.
     "READ_LIMIT_MAX": 50,
     # The /assistant/ page: None = a page of its own; {"template": "base.html", "block": "content"} = the

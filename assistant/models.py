@@ -45,11 +45,23 @@ class StepQuerySet(OwnedQuerySet):
     deleted_path = "run__chat__deleted_at"
 
 
+class Channel(models.TextChoices):
+    """Where a chat's and a run's work was asked from: the person's panel (or page), or their own agent over
+    MCP with one of their access tokens (assistant/mcp/)."""
+
+    PANEL = "panel"
+    MCP = "mcp"
+
+
 class AgentChat(models.Model):
-    """One conversation. A person's most recently updated chat is their current one."""
+    """One conversation. A person's most recently updated chat is their current one.
+
+    A chat of the `mcp` channel is the record of what one of the person's access tokens did as them: each
+    call of their agent is a run in it. The person reads it like any chat, and does not type in it."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_chats")
     spec = models.CharField(max_length=100, default="default")
+    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.PANEL)
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Bumped when a message is sent in it: the most recently updated chat is the person's current one.
@@ -133,6 +145,11 @@ class AgentRun(models.Model):
     root = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="descendants")
     depth = models.PositiveSmallIntegerField(default=0, help_text="0 for a top run, 1 for its children, …")
     task = models.TextField(blank=True)
+    # Where the run was asked from (see Channel): `mcp` runs are one call of the person's own agent, made
+    # with the access token named here (its id kept as a number: the tokens' app is optional).
+    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.PANEL)
+    client_name = models.CharField(max_length=100, blank=True, help_text="The access token's name, for an MCP run.")
+    client_token_id = models.BigIntegerField(null=True, blank=True, editable=False)
     # The parent's step that asked this member (its `ask_<member>` tool call): where its steps belong.
     asked_in = models.ForeignKey("AgentStep", on_delete=models.SET_NULL, null=True, blank=True,
                                  related_name="members_asked")
@@ -194,6 +211,9 @@ class AgentRun(models.Model):
             models.Index(fields=["owner", "-created_at"], name="run_owner_recent"),
             models.Index(fields=["chat", "-created_at"], name="run_chat_recent"),
             models.Index(fields=["status", "created_at"], name="run_status_age"),
+            # A token's recent calls: its rate limit, and the call waiting for approval that a retry takes up.
+            models.Index(fields=["client_token_id", "-created_at"], name="run_client_token_recent",
+                         condition=Q(client_token_id__isnull=False)),
             # A session that ends looks up its runs that still may act.
             models.Index(fields=["session_digest"], name="run_active_session_digest",
                          condition=Q(status__in=["queued", "running", "awaiting_confirmation", "awaiting_members"])),
@@ -204,11 +224,12 @@ class AgentRun(models.Model):
         ]
         constraints = [
             # At most one active run per chat, enforced by the database, not by hope.
-            # Children work for their top run, in its chat, and are not counted against it.
+            # Children work for their top run, in its chat, and are not counted against it; nor are the
+            # calls of the person's own agent, which may make several at once (each is a run of its own).
             models.UniqueConstraint(
                 fields=["chat"],
                 condition=Q(status__in=["queued", "running", "awaiting_confirmation", "awaiting_members"],
-                            parent__isnull=True),
+                            parent__isnull=True, channel="panel"),
                 name="one_active_run_per_chat",
             ),
             # A child's depth follows from its parent's: 0 exactly for a run with none.

@@ -28,7 +28,7 @@ def chat_payload(chat: AgentChat, *, latest: AgentMessage | None = _LOOK_UP) -> 
     if latest is _LOOK_UP:
         latest = chat_latest_message(chat=chat)
     return {
-        "id": chat.pk, "title": chat.title, "spec": chat.spec,
+        "id": chat.pk, "title": chat.title, "spec": chat.spec, "channel": chat.channel,
         "created_at": _time(chat.created_at), "updated_at": _time(chat.updated_at),
         "last_activity": _time(chat.last_activity_at),
         "preview": " ".join(latest.content.split())[:PREVIEW_CHARS] if latest is not None else "",
@@ -63,6 +63,7 @@ def run_payload(run: AgentRun) -> dict[str, Any]:
         "parent_run_id": run.parent_id, "root_run_id": run.root_id, "asked_in": run.asked_in_id,
         "member": run.spec if is_member else None, "task": run.task if is_member else None,
         "model": run.model, "reply": run.reply, "error": run.error,
+        "channel": run.channel, "client": run.client_name or None,
         "usage": {
             "prompt_tokens": run.prompt_tokens, "completion_tokens": run.completion_tokens,
             "total_tokens": run.total_tokens,

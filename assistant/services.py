@@ -29,7 +29,7 @@ from assistant.lifecycle import (
     run_finish,
     run_start,
 )
-from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
 from assistant.payloads import (
     chat_payload,
     feedback_payload,
@@ -102,8 +102,12 @@ def chat_send(
         chat = chats.filter(pk=chat_id).first()
         if chat is None:
             raise NotFound(f"No chat {chat_id!r}.")
+        if chat.channel != Channel.PANEL:
+            raise Refused("agent_chat", "This chat is the record of what your own agent did as you; start a new "
+                                        "chat to talk to the assistant.")
     else:
-        chat = None if new_chat else chats.order_by("-updated_at", "-id").first()
+        # The person's current chat is one they talk in: a chat of their agent's calls never is.
+        chat = None if new_chat else chats.filter(channel=Channel.PANEL).order_by("-updated_at", "-id").first()
     if chat is None:
         # A chat made now has no runs to wait for, and takes its title from this first message (as a title
         # the person typed would be kept: see assistant/text.py).
@@ -208,6 +212,15 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
             "That action is not the one waiting for your answer (it was answered already, or is not this "
             "run's question); nothing was done.",
         )
+    if run.channel == Channel.MCP:
+        if comment:
+            raise Refused("bad_request", "A comment answers a plan; this is your agent's call: approve or decline it.")
+        from assistant.mcp.calls import panel_answer
+
+        # The agent that asked is not a worker of this site: an approval waits for its next call of the same
+        # tool with the same arguments, which runs it once; a no ends the call's run here.
+        panel_answer(run, pending, approve=approve)
+        return run
     plan = AgentPlan.objects.filter(made_in=pending).first() if pending.tool_name == PLAN_TOOL else None
     comment = readable_text(comment or "", multiline=True)
     if comment and (approve or plan is None):

@@ -1,12 +1,22 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class AssistantMcpConfig(AppConfig):
-    """Access tokens for the person's own agent; the core assistant works without this app."""
+    """The person's own agent over MCP, with access tokens; the core assistant works without this app."""
 
     name = "assistant.mcp"
     label = "assistant_mcp"
     verbose_name = "Assistant access tokens"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        try:
+            import django_mcpz  # noqa: F401  (the endpoint's MCP server)
+        except ImportError as missing:
+            raise ImproperlyConfigured(
+                "assistant.mcp serves MCP with django-mcpz, which is not installed: "
+                "pip install 'django-inapp-assistant[mcp]'."
+            ) from missing

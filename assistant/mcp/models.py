@@ -38,6 +38,10 @@ class AccessToken(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # The chat its calls are recorded in (channel `mcp`): made with the first call, made again if the
+    # person deletes it.
+    chat = models.ForeignKey("assistant.AgentChat", null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+", editable=False)
 
     objects = AccessTokenQuerySet.as_manager()
 

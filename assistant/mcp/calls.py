@@ -1,0 +1,272 @@
+"""One call of the person's own agent, as a run: recorded, mediated and approved like the panel's steps.
+
+Each `tools/call` is a run of its own (channel `mcp`) in the chat of the token that made it, with one
+tool step: the same row a panel turn writes, so the person's chat list, the admin's timeline, the
+dashboard and the spec's profile show it with no code of their own. What runs is `execute_tool`, the
+panel's executor: the site's middleware, the view's decorators and scoping, the resolved-view check.
+
+A call the panel would pause on is not run without the person's yes. Its run waits (status
+`awaiting_confirmation`) with the step showing the approval sentence, and the yes comes one of two ways:
+
+- the client answers an elicitation whose question is that sentence; the answer names the step it answers
+  (its key), and is taken once: a replayed or stale answer finds nothing waiting and is refused;
+- the person approves the card in their panel; the agent's next call of the same tool with the same
+  arguments, with the same token, runs it once.
+
+Either way the step is taken up by one conditional update, so two retries never run it twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from assistant.conf import assistant_settings
+from assistant.events import publish_to_user
+from assistant.lifecycle import chat_activity_record, run_config, run_finish
+from assistant.mcp.models import AccessToken
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
+from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
+from assistant.tools import Tool
+from assistant.tools.describe import describe_call
+from assistant.tools.executor import ToolOutcome, execute_tool
+from assistant.turn.model_output import clean_text, storable_json
+
+#: What a run's `model` says for a call the person's own agent made: no model of this site took part.
+CLIENT_MODEL = "mcp-client"
+#: The approval step waits with this reason, as a panel step does.
+WAITING = "Waiting for your approval."
+APPROVED_FOR_RETRY = "Approved; it runs when your agent calls it again."
+DECLINED = "You declined it; nothing was done."
+
+
+class CallRefused(Exception):
+    """The call is not run now; `message` says why, for the client's model (an in-band tool error)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls: the person, the token they call with, and the profile it narrows their spec to."""
+
+    user: Any
+    token: AccessToken
+
+    @property
+    def profile(self) -> str | None:
+        return "restricted" if self.token.read_only else None
+
+
+def call_digest(name: str, arguments: dict[str, Any]) -> str:
+    """The same tool with the same arguments, whatever their order: what a retry is matched by."""
+    encoded = json.dumps([name, arguments], sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()
+
+
+def rate_check(caller: Caller, *, name: str, arguments: dict[str, Any], writes: bool) -> None:
+    """The token's calls per minute, and a write repeated identically past the loop's limit: refused,
+    with nothing recorded, before anything else happens."""
+    since = timezone.now() - timedelta(minutes=1)
+    recent = AgentRun.objects.filter(client_token_id=caller.token.pk, created_at__gte=since)
+    limit = int(assistant_settings.MCP_CALLS_PER_MINUTE)
+    if recent.count() >= limit:
+        raise CallRefused(f"This token made {limit} calls in the last minute, the most it may; wait a minute "
+                          "and try again. Nothing was done.")
+    if writes:
+        same = int(assistant_settings.MAX_IDENTICAL_TOOL_CALLS)
+        if recent.filter(config__mcp__call=call_digest(name, arguments)).count() >= same:
+            raise CallRefused(f"This exact call was made {same} times in the last minute; it is refused so that "
+                              "a loop does no harm. Nothing was done.")
+
+
+def token_chat(caller: Caller) -> AgentChat:
+    """The chat the token's calls are recorded in: one per token, made with its first call (and again if
+    the person deleted it)."""
+    token = AccessToken.objects.select_for_update().get(pk=caller.token.pk)
+    chat = AgentChat.objects.for_user(caller.user).filter(pk=token.chat_id).first() if token.chat_id else None
+    if chat is None:
+        chat = AgentChat.objects.create(owner=caller.user, spec=token.spec, channel=Channel.MCP,
+                                        title=f"{token.name} (your agent)"[:200])
+        AccessToken.objects.filter(pk=token.pk).update(chat=chat)
+    return chat
+
+
+def _asked(tool: Tool, caller: Caller) -> str:
+    """The chat's line for the call: who asked, for what."""
+    return f"Your agent “{caller.token.name}” called {tool.name}."
+
+
+def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: str = "") -> tuple[AgentRun, AgentStep]:
+    """The call's run and its one tool step, both rows before anything runs; waiting for the person when
+    `summary` (the approval sentence) is given, else working."""
+    now = timezone.now()
+    config = run_config(spec=caller.token.spec)
+    config["model"] = CLIENT_MODEL
+    if caller.token.read_only:
+        config["permission_profile"] = "restricted"
+    config["mcp"] = {"call": call_digest(tool.name, arguments), "token": caller.token.pk}
+    waits = bool(summary)
+    stored, _problem = storable_json(arguments)
+    with transaction.atomic():
+        chat = token_chat(caller)
+        run = AgentRun.objects.create(
+            owner=caller.user, chat=chat, spec=caller.token.spec, model=CLIENT_MODEL, config=config,
+            channel=Channel.MCP, client_name=caller.token.name, client_token_id=caller.token.pk,
+            status=AgentRun.Status.AWAITING_CONFIRMATION if waits else AgentRun.Status.RUNNING,
+            started_at=now, clock_started_at=now,
+        )
+        message = AgentMessage.objects.create(chat=chat, owner=caller.user, role=AgentMessage.Role.USER,
+                                              content=_asked(tool, caller), run=run)
+        step = AgentStep.objects.create(
+            run=run, seq=1, kind=AgentStep.Kind.TOOL_CALL, tool_name=tool.name, call_id=f"mcp-{run.pk}",
+            arguments=stored,
+            state=AgentStep.State.AWAITING_CONFIRMATION if waits else AgentStep.State.STARTED,
+            reason=WAITING if waits else "", summary=summary,
+        )
+        AgentChat.objects.filter(pk=chat.pk).update(last_activity_at=message.created_at)
+        chat.last_activity_at = message.created_at
+        publish_to_user(caller.user.pk, run_event("assistant.sent", run, chat=chat_payload(chat, latest=message),
+                                                  message=message_payload(message), run=run_payload(run)))
+        publish_to_user(caller.user.pk, run_event("assistant.step", run, step=step_payload(step)))
+        if waits:
+            publish_to_user(caller.user.pk, run_event(
+                "assistant.confirm", run, step=step_payload(step),
+                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
+            ))
+    return run, step
+
+
+def approval_summary(caller: Caller, tool: Tool, arguments: dict[str, Any]) -> str:
+    """The approval card's sentence, looked up as the person: the same words the panel shows."""
+    return describe_call(caller.user, tool, arguments)
+
+
+def waiting_call(caller: Caller, tool: Tool, arguments: dict[str, Any]) -> tuple[AgentRun, AgentStep] | None:
+    """This token's run for this very call that still waits (for the person's answer, or approved and
+    waiting for the agent to call again), if one was asked within MCP_APPROVAL_SECONDS; older ones are
+    ended as not answered, so a call asks afresh."""
+    horizon = timezone.now() - timedelta(seconds=float(assistant_settings.MCP_APPROVAL_SECONDS))
+    runs = AgentRun.objects.filter(client_token_id=caller.token.pk, owner=caller.user, chat__deleted_at__isnull=True,
+                                   status=AgentRun.Status.AWAITING_CONFIRMATION,
+                                   config__mcp__call=call_digest(tool.name, arguments)).order_by("-created_at")
+    found = None
+    for run in runs:
+        if run.created_at < horizon or found is not None:
+            run_expire(run)
+            continue
+        step = run.steps.filter(state=AgentStep.State.AWAITING_CONFIRMATION).first()
+        if step is not None:
+            found = (run, step)
+    return found
+
+
+def run_expire(run: AgentRun) -> None:
+    """An approval nobody took up in time: its run ends, its action not taken."""
+    with transaction.atomic():
+        locked = AgentRun.objects.select_for_update().filter(pk=run.pk, status=AgentRun.Status.AWAITING_CONFIRMATION)
+        run = locked.first()
+        if run is not None:
+            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="expired",
+                       error="Your agent did not call it again in time; the action was not taken.")
+
+
+def step_take(step: AgentStep, *, answered: bool) -> bool:
+    """Take the waiting step up to run it, once: `answered` (the client's elicitation said yes) takes a
+    step the person has not answered in the panel, or has approved there; otherwise (a retry) only one
+    they approved. False when it is no longer waiting: another call took it, or it was declined."""
+    allowed = ["", AgentStep.Confirmation.APPROVED] if answered else [AgentStep.Confirmation.APPROVED]
+    with transaction.atomic():
+        taken = AgentStep.objects.filter(pk=step.pk, state=AgentStep.State.AWAITING_CONFIRMATION,
+                                         confirmation__in=allowed).update(
+            state=AgentStep.State.STARTED, confirmation=AgentStep.Confirmation.APPROVED, reason="Approved; running.")
+        if taken:
+            AgentRun.objects.filter(pk=step.run_id, status=AgentRun.Status.AWAITING_CONFIRMATION).update(
+                status=AgentRun.Status.RUNNING, clock_started_at=timezone.now())
+    if taken:
+        step.refresh_from_db()
+    return bool(taken)
+
+
+def step_decline(step: AgentStep) -> bool:
+    """The person said no through the client: the step and its run end, nothing done. False when the step
+    was no longer waiting for an answer (a replayed or stale answer)."""
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().filter(pk=step.run_id,
+                                                          status=AgentRun.Status.AWAITING_CONFIRMATION).first()
+        if run is None or not AgentStep.objects.filter(pk=step.pk, state=AgentStep.State.AWAITING_CONFIRMATION,
+                                                       confirmation="").exists():
+            return False
+        run_declined(run, step)
+    return True
+
+
+def run_declined(run: AgentRun, step: AgentStep) -> None:
+    """End a waiting call the person declined (through their agent, or in the panel): the step says so, and
+    the run ends with that in its chat. The caller holds the run's lock."""
+    step.state, step.confirmation, step.took_effect, step.reason = (
+        AgentStep.State.FINISHED, AgentStep.Confirmation.DENIED, False, DECLINED)
+    step.result = {"status": "declined", "took_effect": False, "reason": DECLINED}
+    step.save(update_fields=["state", "confirmation", "took_effect", "reason", "result"])
+    publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+    _reply(run, [step], DECLINED)
+
+
+def _reply(run: AgentRun, steps: list[AgentStep], text: str) -> AgentRun:
+    text = clean_text(text)
+    run = run_finish(run=run, status=AgentRun.Status.SUCCEEDED, reply=text, steps=steps)
+    message = AgentMessage.objects.create(chat_id=run.chat_id, owner_id=run.owner_id, role=AgentMessage.Role.ASSISTANT,
+                                          content=text, run=run)
+    transaction.on_commit(lambda: chat_activity_record(chat_id=run.chat_id, at=message.created_at), robust=True)
+    publish_to_user(run.owner_id, run_event("assistant.replied", run, message=message_payload(message),
+                                            run=run_payload(run)))
+    return run
+
+
+def outcome_words(outcome: ToolOutcome) -> str:
+    """What the call came to, for the person reading their agent's chat."""
+    if outcome.status == "done":
+        return "Done."
+    if outcome.status == "data":
+        return "Read it."
+    return f"Nothing was done: {outcome.reason or outcome.status}."
+
+
+def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
+    """Run the step (taken up, or new) as the person, through the panel's executor, and end its run."""
+    started = time.monotonic()
+    # What runs is the step's own record: exactly what the person saw and, if asked, approved.
+    outcome = execute_tool(caller.user, step.tool_name, step.arguments, spec=caller.token.spec,
+                           profile=caller.profile)
+    answer = outcome.to_model()
+    step.state, step.result = AgentStep.State.FINISHED, answer
+    step.took_effect = bool(outcome.took_effect)
+    step.reason = "" if outcome.took_effect else str(answer.get("reason", ""))[:2000]
+    step.duration_ms = int((time.monotonic() - started) * 1000)
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().get(pk=run.pk)
+        step.save(update_fields=["state", "result", "took_effect", "reason", "duration_ms"])
+        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+        if run.is_active:  # the person may have stopped it meanwhile: the record keeps their Stop
+            _reply(run, [step], outcome_words(outcome))
+    return outcome
+
+
+def panel_answer(run: AgentRun, step: AgentStep, *, approve: bool) -> None:
+    """The person answered the card of their agent's call in the panel (locked by the caller): an approval
+    waits for the agent to call again, which runs it once; a no ends the run."""
+    if approve:
+        step.confirmation, step.reason = AgentStep.Confirmation.APPROVED, APPROVED_FOR_RETRY
+        step.save(update_fields=["confirmation", "reason"])
+        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+    else:
+        run_declined(run, step)

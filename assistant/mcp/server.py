@@ -1,0 +1,249 @@
+"""The MCP endpoint: the person's own agent (Claude, Cursor, ChatGPT…) calls the site's tools as the person.
+
+Built on django-mcpz: a plain synchronous Django view speaking MCP 2026-07-28 and, in the stateless mode
+they allow, the 2025 revisions clients still use, over streamable HTTP. It is served by the host's own
+URLconf and ASGI app like any view, so the site's middleware sees every request. What this module adds
+is who is calling and what they are offered:
+
+- every request authenticates with one of the person's access tokens (`assistant.mcp.tokens`), checked
+  again on every call (401 with a bearer challenge when it acts as nobody);
+- every registered tool of the site is a tool of the server, and a request sees exactly the ones
+  `tools_for(person, token's spec, token's profile)` gives it: the rest are absent from `tools/list` and
+  calling one answers like a tool that does not exist;
+- every `tools/call` is a run of the person's, through the panel's executor (`assistant.mcp.calls`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http import HTTPStatus
+from typing import Any, NoReturn
+
+from django.contrib.auth.decorators import login_not_required
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django_mcpz.elicitation import Answer, Elicitation
+from django_mcpz.server import (
+    TOOL_NAME_RE,
+    ElicitationUnavailableError,
+    MCPServer,
+    ToolError,
+    elicit,
+)
+
+from assistant.mcp.calls import (
+    Caller,
+    CallRefused,
+    approval_summary,
+    call_digest,
+    rate_check,
+    run_open,
+    step_decline,
+    step_run,
+    step_take,
+    waiting_call,
+)
+from assistant.mcp.models import AccessToken
+from assistant.mcp.tokens import TokenRefused, token_authenticate
+from assistant.models import AgentStep
+from assistant.tools import Tool, tools_for
+from assistant.tools.declarations import ReadTool, ViewTool
+from assistant.tools.offer import parameters_of
+from assistant.tools.registry import registry
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "These tools act in this web application as the person who made the access token, with exactly their "
+    "permissions: what they could not do in the browser, these cannot do either. A call that changes "
+    "something important waits for the person's approval: you are asked, or the person approves it in the "
+    "assistant panel of the site, after which calling the same tool with the same arguments runs it once."
+)
+#: The key an approval question is asked and answered under names the step it answers.
+APPROVAL_KEY = "approve-step-"
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Approve", "description": "Do this as you, now."}},
+    "required": ["approve"],
+}
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def token_auth(request: HttpRequest) -> HttpResponse | None:
+    """The server's authentication: a bearer access token of the person's (RFC 6750 challenge when not)."""
+    scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not credential.strip():
+        return _unauthorized(None)
+    try:
+        user, token = token_authenticate(credential.strip())
+    except TokenRefused as refused:
+        # The reason is for the log; the caller learns only that the token acts as nobody.
+        logger.info("MCP request refused: %s", refused)
+        return _unauthorized("invalid_token")
+    request.user = user
+    request.mcp_token = token  # type: ignore[attr-defined]
+    return None
+
+
+def _unauthorized(error: str | None) -> HttpResponse:
+    challenge = "Bearer" + (f' error="{error}"' if error else "")
+    body = {"error": error or "unauthorized",
+            "error_description": "An access token of the person is needed (Authorization: Bearer ast_…)."}
+    return HttpResponse(json.dumps(body), status=HTTPStatus.UNAUTHORIZED, content_type="application/json",
+                        headers={"WWW-Authenticate": challenge})
+
+
+SERVER = MCPServer(name="django-inapp-assistant", title="This site's assistant tools", version="1",
+                   instructions=INSTRUCTIONS, auth=token_auth, minimum_protocol_version="2025-03-26")
+
+
+def _caller(request: HttpRequest) -> Caller:
+    token: AccessToken = request.mcp_token  # type: ignore[attr-defined]
+    return Caller(user=request.user, token=token)
+
+
+def offer(request: HttpRequest) -> dict[str, Tool]:
+    """The tools this request's token may use, by name: worked out once per request."""
+    cached = getattr(request, "assistant_offer", None)
+    if cached is None:
+        caller = _caller(request)
+        cached = {tool.name: tool for tool in tools_for(caller.user, caller.token.spec, caller.profile)}
+        request.assistant_offer = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _offered(name: str) -> Any:
+    def permitted(request: HttpRequest) -> bool:
+        return name in offer(request)
+
+    return permitted
+
+
+def _result(outcome: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = outcome.to_model()
+    if outcome.status in ("done", "data"):
+        return answer
+    # A refusal, a form's errors, a missing object: the client's model reads the outcome and can correct
+    # itself (errors are by field, as the panel's model hears them).
+    raise ToolError(json.dumps(answer, ensure_ascii=False, default=str))
+
+
+def _answer_in(request: HttpRequest) -> tuple[int, Answer] | None:
+    """The client's answer to an approval question carried by this call, and the step it answers; None
+    when the call carries none (django-mcpz has checked that it answers the question its signed state says
+    was asked, of this token, for this tool and these arguments)."""
+    elicitation: Elicitation | None = getattr(request, "mcp_elicitation", None)
+    for key, answer in (elicitation.answers.items() if elicitation is not None else ()):
+        number = key.removeprefix(APPROVAL_KEY)
+        if key.startswith(APPROVAL_KEY) and number.isdigit():
+            return int(number), answer
+    return None
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?", "…")) else f"{text}."
+
+
+def _ask(request: HttpRequest, step: AgentStep, caller: Caller) -> NoReturn:
+    """Ask the person through their client (which answers by calling again), when it can be asked;
+    otherwise the call is refused saying where the question waits."""
+    message = f"{_sentence(step.summary)}\n\nYour agent “{caller.token.name}” asks to do this as you. Approve?"
+    try:
+        elicit(request, message, APPROVAL_SCHEMA, key=f"{APPROVAL_KEY}{step.pk}", expired_message=None)
+    except ElicitationUnavailableError:
+        raise ToolError(
+            f"This needs the person's approval first: {_sentence(step.summary)} It now waits in their assistant panel; "
+            "once they approve it there, call this tool again with the same arguments and it runs once. "
+            "Nothing was done yet.") from None
+    # Only reached with an answer already in the call, which `call_tool` takes before asking.
+    raise ToolError("The approval question could not be asked; nothing was done.")
+
+
+def call_tool(name: str, request: HttpRequest, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One `tools/call`: a run of the person's, approved where the panel would ask first."""
+    caller = _caller(request)
+    tool = offer(request)[name]  # the server's permission check let only an offered name through
+    answered = _answer_in(request)
+    if answered is not None:
+        return _on_answer(caller, tool, arguments, *answered)
+    try:
+        rate_check(caller, name=name, arguments=arguments, writes=tool.kind != "read")
+    except CallRefused as refused:
+        raise ToolError(refused.message) from None
+    if not tool.confirm:
+        run, step = run_open(caller, tool, arguments)
+        return _result(step_run(caller, run, step))
+    waiting = waiting_call(caller, tool, arguments)
+    if waiting is None:
+        run, step = run_open(caller, tool, arguments, summary=approval_summary(caller, tool, arguments))
+    else:
+        run, step = waiting
+        if step.confirmation == AgentStep.Confirmation.APPROVED and step_take(step, answered=False):
+            return _result(step_run(caller, run, step))
+    _ask(request, step, caller)
+
+
+def _on_answer(caller: Caller, tool: Tool, arguments: dict[str, Any], step_id: int, answer: Answer) -> dict[str, Any]:
+    """The client's answer to the approval question of step `step_id`: taken once, for that very call."""
+    step = (AgentStep.objects.select_related("run")
+            .filter(pk=step_id, run__client_token_id=caller.token.pk, run__owner=caller.user).first())
+    if step is None or (step.run.config or {}).get("mcp", {}).get("call") != call_digest(tool.name, arguments):
+        raise ToolError("That answer is for no call of this token waiting for approval; nothing was done.")
+    if answer.action == "cancel":
+        raise ToolError("The person dismissed the question without answering; the action waits in their "
+                        "assistant panel, and nothing was done.")
+    if answer.action == "accept" and (answer.content or {}).get("approve") is True:
+        if not step_take(step, answered=True):
+            raise ToolError("That approval was already used, or the call no longer waits for one (it was "
+                            "answered, stopped or has expired); nothing was done. Call the tool again to ask anew.")
+        return _result(step_run(caller, step.run, step))
+    if not step_decline(step):
+        raise ToolError("That answer came for a call that no longer waits for one; nothing was done.")
+    raise ToolError("The person declined this action; nothing was done. Do not try it again; ask them what "
+                    "they want instead.")
+
+
+_registered = False
+_registering = threading.Lock()
+
+
+def _annotations(definition: ViewTool | ReadTool) -> dict[str, Any]:
+    reads = definition.kind == "read"
+    return {"read_only": reads, "destructive": None if reads else bool(definition.destructive),
+            "idempotent": True if reads else None, "open_world": False}
+
+
+def register_tools() -> None:
+    """Every tool of the site's registry becomes a tool of the server, once per process, on the first
+    request (the registry is complete only once the URLconf has been loaded)."""
+    global _registered
+    with _registering:
+        if _registered:
+            return
+        for definition in registry.all():
+            if TOOL_NAME_RE.fullmatch(definition.name) is None:
+                logger.warning("Assistant tool %r is not offered over MCP: MCP tool names are 1-128 letters, "
+                               "digits, '_', '-' and '.'", definition.name)
+                continue
+            schema = parameters_of(definition) or EMPTY_SCHEMA
+
+            def handler(request: HttpRequest, arguments: dict[str, Any], name: str = definition.name) -> Any:
+                return call_tool(name, request, arguments)
+
+            SERVER.tool(name=definition.name, description=definition.description, input_schema=schema,
+                        permission=_offered(definition.name), **_annotations(definition))(handler)
+        _registered = True
+
+
+@csrf_exempt
+@login_not_required
+@transaction.non_atomic_requests
+def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    """`POST /assistant/mcp/`: MCP over streamable HTTP. Not a page for browsers: its session cookie is not
+    accepted, only an access token, so no CSRF token is needed or checked."""
+    register_tools()
+    return SERVER(request)
