@@ -28,6 +28,8 @@ from assistant.turn.lease import LeaseLost
 
 # What a run the person stopped says, wherever it stopped.
 STOPPED_BY_YOU = "Stopped by you."
+# The stop reason of a call of the person's own agent whose approval nobody took up in time (assistant/mcp/).
+CLIENT_APPROVAL_EXPIRED = "expired"
 
 
 class CancelledBeforeEnd(Exception):
@@ -167,6 +169,12 @@ _NOT_RUN_REASONS: dict[tuple[str, bool | None], str] = {
     (SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
     (SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
     ("superseded", False): "You sent a new message instead of answering; the action was not taken.",
+    (CLIENT_APPROVAL_EXPIRED, False): "Nobody answered in time, so your agent's call was not taken.",
+    (CLIENT_APPROVAL_EXPIRED, True): "You approved it, but your agent did not call it again in time; "
+                                     "the action was not taken.",
+    ("token_revoked", False): "The access token was revoked before you answered; the action was not taken.",
+    ("token_revoked", True): "You approved it, but the access token was revoked before your agent called "
+                             "again; the action was not taken.",
 }
 
 

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
-from assistant.lifecycle import chat_activity_record, run_config, run_finish
+from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, chat_activity_record, run_config, run_finish
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
@@ -176,7 +176,7 @@ def run_expire(run: AgentRun) -> None:
         locked = AgentRun.objects.select_for_update().filter(pk=run.pk, status=AgentRun.Status.AWAITING_CONFIRMATION)
         run = locked.first()
         if run is not None:
-            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="expired",
+            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=CLIENT_APPROVAL_EXPIRED,
                        error="Your agent did not call it again in time; the action was not taken.")
 
 

@@ -45,6 +45,8 @@ _FINGERPRINT_SALT = "assistant.mcp.AccessToken.password_fingerprint"
 _DURATION = re.compile(r"(?P<amount>[0-9]{1,6})(?P<unit>[hdw])")
 _UNITS = {"h": ("hours", "hour"), "d": ("days", "day"), "w": ("weeks", "week")}
 
+#: The stop reason of a call waiting for approval whose token was revoked.
+TOKEN_REVOKED = "token_revoked"  # noqa: S105  (a stop reason, not a secret)
 #: Why a bearer was refused, each with the words an endpoint's log (never the caller) may get.
 REASONS = {
     "malformed": "not an access token",
@@ -203,12 +205,30 @@ def token_revoke(*, owner: Any, token_id: int) -> tuple[AccessToken, bool]:
         return token, False
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
+    token_calls_end([token.pk])
     return token, True
 
 
+@transaction.atomic
 def tokens_revoke(*, tokens: Any) -> int:
     """Revoke every unrevoked token of a queryset (staff, in the admin); how many it revoked."""
-    return int(tokens.filter(revoked_at__isnull=True).update(revoked_at=timezone.now()))
+    revoking = list(tokens.filter(revoked_at__isnull=True).select_for_update().values_list("pk", flat=True))
+    revoked = AccessToken.objects.filter(pk__in=revoking).update(revoked_at=timezone.now())
+    token_calls_end(revoking)
+    return int(revoked)
+
+
+def token_calls_end(token_ids: list[int]) -> None:
+    """The calls of revoked tokens that wait for approval end now, not taken: the agent that asked can no
+    longer call again, so an approval would run nothing, and the person's panel stops asking."""
+    from assistant.lifecycle import run_finish
+    from assistant.models import AgentRun
+
+    waiting = AgentRun.objects.select_for_update().filter(client_token_id__in=token_ids,
+                                                          status=AgentRun.Status.AWAITING_CONFIRMATION)
+    for run in waiting.order_by("pk"):
+        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=TOKEN_REVOKED,
+                   error="The access token was revoked, so its call was not taken.")
 
 
 def token_authenticate(bearer: str | None) -> tuple[Any, AccessToken]:

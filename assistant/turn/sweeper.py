@@ -17,8 +17,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.lifecycle import run_finish, run_setting
-from assistant.models import AgentRun
+from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_finish, run_setting
+from assistant.models import AgentRun, Channel
 from assistant.run_profile import run_profile_record
 from assistant.society.handoff import parents_due
 from assistant.turn.lease import configured_lease_seconds
@@ -34,7 +34,7 @@ REQUEUE_BATCH = 100
 def sweep_runs() -> dict[str, list[int]]:
     """Returns the ids it re-enqueued and the ids it timed out."""
     now = timezone.now()
-    timed_out = _time_out_stuck_runs(now)
+    timed_out = _time_out_stuck_runs(now) + _expire_client_approvals(now)
     requeued = _requeue_lost_runs(now) + _wake_runs_whose_members_ended()
     _record_unrecorded_runs()
     if requeued or timed_out:
@@ -57,6 +57,23 @@ def _time_out_stuck_runs(now: datetime) -> list[int]:
                            error="The assistant took too long on this request and was stopped.")
                 timed_out.append(run_id)
     return timed_out
+
+
+def _expire_client_approvals(now: datetime) -> list[int]:
+    """End the calls of the person's own agent (channel `mcp`) that waited for approval longer than
+    MCP_APPROVAL_SECONDS: answered or not, the agent that asked has not called again, and an approval is
+    for the call it was asked about, then. No worker holds them: nothing else would end them."""
+    horizon = now - timedelta(seconds=float(assistant_settings.MCP_APPROVAL_SECONDS))
+    expired = []
+    with transaction.atomic():
+        waiting = AgentRun.objects.select_for_update(skip_locked=True).filter(
+            channel=Channel.MCP, status=AgentRun.Status.AWAITING_CONFIRMATION, created_at__lt=horizon
+        ).order_by("pk")[:REQUEUE_BATCH]
+        for run in waiting:
+            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=CLIENT_APPROVAL_EXPIRED,
+                       error="Your agent did not call it again in time; the action was not taken.")
+            expired.append(run.pk)
+    return expired
 
 
 def _requeue_lost_runs(now: datetime) -> list[int]:
