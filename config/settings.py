@@ -120,7 +120,9 @@ INSTALLED_APPS = [
     "django_htmx",
     "channels",
     "assistant",
-    "assistant.mcp",  # access tokens for the person's own agent (optional)
+    "assistant.mcp",  # the person's own agent over MCP, with access tokens (optional)
+    # Hosted agents connect through OAuth (optional; after assistant.mcp, whose consent page wins).
+    "django_mcpz.oauth",
     "registry",
     "tracker",
 ]

@@ -13,5 +13,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("assistant/", include("assistant.urls")),
+    # Hosted agents (claude.ai, ChatGPT) connect to the assistant's MCP endpoint through OAuth.
+    path("oauth/", include("assistant.mcp.oauth_urls")),
+    path("", include("django_mcpz.oauth.wellknown")),
     path("tracker/", include("tracker.urls")),
 ]

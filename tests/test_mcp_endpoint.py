@@ -10,8 +10,8 @@ once); a token that acts as nobody is refused; every call is a run of channel `m
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx2

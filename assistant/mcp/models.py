@@ -40,6 +40,11 @@ class AccessToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     # The chat its calls are recorded in (channel `mcp`): made with the first call, made again if the
     # person deletes it.
+    # For a token a connected app obtained through OAuth (the person signed in and consented on this site):
+    # the grant it came with (django-mcpz's authorization code, by id: that app is optional). Its bearer is
+    # the app's OAuth access token, refreshed by the app; this row holds the person's choices and is what
+    # they see and revoke.
+    oauth_grant_id = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
     chat = models.ForeignKey("assistant.AgentChat", null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="+", editable=False)
 

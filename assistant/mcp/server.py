@@ -21,10 +21,8 @@ import threading
 from http import HTTPStatus
 from typing import Any, NoReturn
 
-from django.contrib.auth.decorators import login_not_required
-from django.db import transaction
+from django.db import connections
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
 from django_mcpz.elicitation import Answer, Elicitation
 from django_mcpz.server import (
     TOOL_NAME_RE,
@@ -47,7 +45,8 @@ from assistant.mcp.calls import (
     waiting_call,
 )
 from assistant.mcp.models import AccessToken
-from assistant.mcp.tokens import TokenRefused, token_authenticate
+from assistant.mcp.oauth import oauth_authenticate, oauth_installed
+from assistant.mcp.tokens import TOKEN_PREFIX, TokenRefused, token_authenticate
 from assistant.models import AgentStep
 from assistant.tools import Tool, tools_for
 from assistant.tools.declarations import ReadTool, ViewTool
@@ -73,31 +72,63 @@ EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def token_auth(request: HttpRequest) -> HttpResponse | None:
-    """The server's authentication: a bearer access token of the person's (RFC 6750 challenge when not)."""
+    """The server's authentication: a bearer access token of the person's (`ast_…`), or, where the host
+    connects apps through OAuth, an OAuth access token of an app the person consented to (whose 401s point
+    the app at the authorization server). An RFC 6750 challenge when neither acts as anyone."""
     scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
-        return _unauthorized(None)
+    bearer = credential.strip() if scheme.lower() == "bearer" else ""
     try:
-        user, token = token_authenticate(credential.strip())
+        if bearer.startswith(TOKEN_PREFIX) or not oauth_installed():
+            if not bearer:
+                return _unauthorized(None, request)
+            user, token = token_authenticate(bearer)
+        else:
+            found = oauth_authenticate(request)
+            if isinstance(found, HttpResponse):
+                return found
+            user, token = found
     except TokenRefused as refused:
         # The reason is for the log; the caller learns only that the token acts as nobody.
         logger.info("MCP request refused: %s", refused)
-        return _unauthorized("invalid_token")
+        return _unauthorized("invalid_token", request)
     request.user = user
     request.mcp_token = token  # type: ignore[attr-defined]
     return None
 
 
-def _unauthorized(error: str | None) -> HttpResponse:
-    challenge = "Bearer" + (f' error="{error}"' if error else "")
+def _unauthorized(error: str | None, request: HttpRequest | None = None) -> HttpResponse:
+    parts = [f'error="{error}"'] if error else []
+    if request is not None and oauth_installed():
+        # Where apps connect through OAuth, every 401 says where to ask for a new grant (RFC 9728).
+        from django_mcpz.oauth.discovery import resource_metadata_url, resource_url
+
+        parts.append(f'resource_metadata="{resource_metadata_url(resource_url(request))}"')
+    challenge = "Bearer " + ", ".join(parts) if parts else "Bearer"
     body = {"error": error or "unauthorized",
             "error_description": "An access token of the person is needed (Authorization: Bearer ast_…)."}
     return HttpResponse(json.dumps(body), status=HTTPStatus.UNAUTHORIZED, content_type="application/json",
                         headers={"WWW-Authenticate": challenge})
 
 
-SERVER = MCPServer(name="django-inapp-assistant", title="This site's assistant tools", version="1",
-                   instructions=INSTRUCTIONS, auth=token_auth, minimum_protocol_version="2025-03-26")
+class AssistantMCPServer(MCPServer):
+    """The server, routed as the view itself (so django-mcpz's OAuth discovery finds it in the URLconf),
+    with the site's tools registered on its first request."""
+
+    # Not a page for browsers: the session cookie is not accepted, only an access token, so no CSRF token
+    # is needed or checked (django-mcpz exempts it, and from LoginRequiredMiddleware); and each call's
+    # rows commit as they are written (an approval question must outlive the answer that asks it), under
+    # ATOMIC_REQUESTS too.
+    @property
+    def _non_atomic_requests(self) -> set[str]:
+        return set(connections)
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        register_tools()
+        return super().__call__(request)
+
+
+SERVER = AssistantMCPServer(name="django-inapp-assistant", title="This site's assistant tools", version="1",
+                            instructions=INSTRUCTIONS, auth=token_auth, minimum_protocol_version="2025-03-26")
 
 
 def _caller(request: HttpRequest) -> Caller:
@@ -237,13 +268,3 @@ def register_tools() -> None:
             SERVER.tool(name=definition.name, description=definition.description, input_schema=schema,
                         permission=_offered(definition.name), **_annotations(definition))(handler)
         _registered = True
-
-
-@csrf_exempt
-@login_not_required
-@transaction.non_atomic_requests
-def mcp_endpoint(request: HttpRequest) -> HttpResponse:
-    """`POST /assistant/mcp/`: MCP over streamable HTTP. Not a page for browsers: its session cookie is not
-    accepted, only an access token, so no CSRF token is needed or checked."""
-    register_tools()
-    return SERVER(request)

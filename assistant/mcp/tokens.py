@@ -148,10 +148,14 @@ def _new_secret() -> tuple[str, str]:
 
 def token_create(
     *, owner: Any, name: str | None = None, spec: str | None = None, read_only: bool = False,
-    expires_in: timedelta | None = None,
+    expires_in: timedelta | None = None, oauth_grant_id: int | None = None,
 ) -> CreatedToken:
     """A new token for `owner`, acting under `spec` (default: the SPEC setting), read-only or not, expiring
-    after `expires_in` (default: never). The plain token is in the result and nowhere else."""
+    after `expires_in` (default: never). The plain token is in the result and nowhere else.
+
+    With `oauth_grant_id`, the token of an app the person connected through OAuth (assistant/mcp/oauth.py):
+    its plain token is never shown (the app calls with its OAuth access token), and a name already taken is
+    numbered rather than refused."""
     if owner is None or not getattr(owner, "is_authenticated", False) or not owner.pk:
         raise InvalidTokenRequest("user", "A token belongs to a signed-up person.")
     if not getattr(owner, "is_active", True):
@@ -163,7 +167,13 @@ def token_create(
     prefix, secret = _new_secret()
     label = _clean_name(name) if name is not None else f"token {prefix}"
     now = timezone.now()
-    if AccessToken.objects.filter(owner=owner, name=label, revoked_at__isnull=True).exists():
+    taken = AccessToken.objects.filter(owner=owner, revoked_at__isnull=True)
+    if oauth_grant_id is not None:
+        base, number = label[:NAME_MAX - 4], 1
+        while taken.filter(name=label).exists():
+            number += 1
+            label = f"{base} {number}"
+    if taken.filter(name=label).exists():
         raise InvalidTokenRequest("name", f"You already have a token named “{label}”; revoke it first or choose "
                                           "another name.")
     try:
@@ -171,7 +181,7 @@ def token_create(
             token = AccessToken.objects.create(
                 owner=owner, name=label, prefix=prefix, token_hash=token_hash(secret), spec=spec_name,
                 read_only=read_only, password_fingerprint=password_fingerprint(owner), created_at=now,
-                expires_at=now + expires_in if expires_in is not None else None,
+                expires_at=now + expires_in if expires_in is not None else None, oauth_grant_id=oauth_grant_id,
             )
     except IntegrityError:
         # Made at the same moment by another request (the same name), or, once in 2**47, the same prefix.
@@ -206,6 +216,7 @@ def token_revoke(*, owner: Any, token_id: int) -> tuple[AccessToken, bool]:
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
     token_calls_end([token.pk])
+    _grants_revoke([token])
     return token, True
 
 
@@ -215,7 +226,18 @@ def tokens_revoke(*, tokens: Any) -> int:
     revoking = list(tokens.filter(revoked_at__isnull=True).select_for_update().values_list("pk", flat=True))
     revoked = AccessToken.objects.filter(pk__in=revoking).update(revoked_at=timezone.now())
     token_calls_end(revoking)
+    _grants_revoke(list(AccessToken.objects.filter(pk__in=revoking)))
     return int(revoked)
+
+
+def _grants_revoke(tokens: list[AccessToken]) -> None:
+    """A connected app's token revoked here revokes its OAuth grant too (every access and refresh token
+    issued from it): the app cannot refresh its way back in, and must ask the person again."""
+    grants = [token.oauth_grant_id for token in tokens if token.oauth_grant_id is not None]
+    if grants:
+        from assistant.mcp.oauth import oauth_grants_revoke
+
+        oauth_grants_revoke(grants)
 
 
 def token_calls_end(token_ids: list[int]) -> None:
@@ -243,6 +265,12 @@ def token_authenticate(bearer: str | None) -> tuple[Any, AccessToken]:
     token = AccessToken.objects.select_related("owner").filter(token_hash=digest).first()
     if token is None or not hmac.compare_digest(token.token_hash, digest):
         raise TokenRefused("unknown")
+    return token_check(token)
+
+
+def token_check(token: AccessToken) -> tuple[Any, AccessToken]:
+    """The person a found token acts as, checked now (live authority), marking its use; TokenRefused when
+    it acts as nobody. Every way in (a bearer token, an OAuth grant) checks the same."""
     now = timezone.now()
     if token.revoked_at is not None:
         raise TokenRefused("revoked")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from django.urls import path
 
 from assistant.mcp import views
-from assistant.mcp.server import mcp_endpoint
+from assistant.mcp.server import SERVER
 
 urlpatterns = [
-    path("mcp/", mcp_endpoint, name="mcp"),
+    path("mcp/", SERVER, name="mcp"),
     path("tokens/", views.tokens_page, name="tokens"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke_view, name="token_revoke"),
 ]

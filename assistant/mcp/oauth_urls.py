@@ -1,0 +1,20 @@
+"""The OAuth authorization server's endpoints for a host that connects hosted agents through OAuth: django-mcpz's,
+with its consent page in this product's place (assistant/mcp/oauth.py). Included under any path, in place of
+`django_mcpz.oauth.urls`: `path("oauth/", include("assistant.mcp.oauth_urls"))`."""
+
+from __future__ import annotations
+
+from django.urls import path
+from django_mcpz.oauth import views
+
+from assistant.mcp import oauth
+
+# django-mcpz's own namespace: its discovery documents and templates reverse these names.
+app_name = "django_mcpz_oauth"
+
+urlpatterns = [
+    path("authorize", oauth.authorize, name="authorize"),
+    path("token", views.token, name="token"),
+    path("register", views.register, name="register"),
+    path("revoke", views.revoke, name="revoke"),
+]
