@@ -57,6 +57,8 @@ def test_creating_a_token_shows_it_once(alice: Any) -> None:
     assert (token.name, token.spec, token.read_only, token.expires_at is not None) == (
         "Claude Desktop", "test-reader", True, True)
     assert "shown this once" in html
+    # With what to paste into the agent's configuration: the endpoint, and the token as its bearer.
+    assert "http://testserver/assistant/mcp/" in html and f"Bearer {secret}" in html
     # The list shows it, by name and prefix, never the secret again.
     listing = as_alice.get(PAGE).content.decode()
     assert "Claude Desktop" in listing and f"{token.prefix}…" in listing and "Read-only" in listing

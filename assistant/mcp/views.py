@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -40,10 +41,14 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
         form = TokenCreateForm()
     tokens = list(AccessToken.objects.for_user(request.user))
     now = timezone.now()
+    endpoint = request.build_absolute_uri(reverse("assistant:mcp"))
     context = {
         "form": form,
         "created": created,
         "rows": [(token, token.state(now)) for token in tokens],
+        "endpoint": endpoint,
+        # What the person pastes into their agent's configuration (Claude Desktop, Cursor: mcp.json).
+        "client_config": _client_config(endpoint, created.secret) if created is not None else "",
     }
     status = 400 if request.method == "POST" and created is None else 200
     return _render(request, context, status=status)
@@ -61,6 +66,11 @@ def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
             else f"The token “{token.name}” was already revoked.")
     messages.success(request, text, fail_silently=True)
     return HttpResponseRedirect(reverse("assistant:tokens"))
+
+
+def _client_config(endpoint: str, secret: str) -> str:
+    server = {"type": "http", "url": endpoint, "headers": {"Authorization": f"Bearer {secret}"}}
+    return json.dumps({"mcpServers": {"this-site": server}}, indent=2)
 
 
 def _render(request: HttpRequest, context: dict[str, Any], *, status: int) -> HttpResponse:
