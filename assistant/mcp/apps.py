@@ -20,3 +20,4 @@ class AssistantMcpConfig(AppConfig):
                 "assistant.mcp serves MCP with django-mcpz, which is not installed: "
                 "pip install 'django-inapp-assistant[mcp]'."
             ) from missing
+        from assistant.mcp import checks  # noqa: F401  (registers the MCP checks)
