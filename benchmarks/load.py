@@ -160,7 +160,7 @@ def celery_worker(env: dict[str, str], *, concurrency: int = 2, log: Path | None
 
 
 @contextmanager
-def _daphne(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def daphne(env: dict[str, str], log: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """`make run`'s daphne on a free port, its output in `log`; yields it and its port once it answers HTTP."""
     port = _free_port()
     with log.open("wb") as output:
@@ -256,7 +256,7 @@ def stack(*, model: str, database_name: str, worker_concurrency: int = 2) -> Ite
         postgres_pid, redis_pid = _postmaster_pid(), _redis_pid()
         try:
             with celery_worker(env, concurrency=worker_concurrency, log=logs["worker"]) as worker, \
-                    _daphne(env, logs["web"]) as (web, port):
+                    daphne(env, logs["web"]) as (web, port):
                 yield Stack(http_url=f"http://{HOST}:{port}/", ws_url=f"ws://{HOST}:{port}/ws/assistant/",
                             database_url=database_url, model=model, web=web, worker=worker,
                             postgres_pid=postgres_pid, redis_pid=redis_pid, logs=logs)

@@ -1,7 +1,9 @@
-"""The assistant for the person's own agent (Claude, Cursor, ChatGPT...) over MCP: an optional sub-app.
+"""The assistant for the person's own agent (Claude Code, Claude Desktop, Cursor...) over MCP: an optional sub-app.
 
-A host adds `"assistant.mcp"` to `INSTALLED_APPS` (after `"assistant"`); its pages come with the assistant's
-own `include("assistant.urls")`. What exists now is *who is calling*: per-person access tokens
-(`assistant.mcp.tokens`), the `assistant_token` command, the person's page and the admin. The MCP endpoint
-that accepts the tokens is being built.
+A host installs the `mcp` extra (django-mcpz) and adds `"assistant.mcp"` to `INSTALLED_APPS` (after
+`"assistant"`); its endpoint and pages come with the assistant's own `include("assistant.urls")`. The agent
+calls `POST /assistant/mcp/` (`assistant.mcp.server`) with one of the person's access tokens
+(`assistant.mcp.tokens`, made on the person's page, by the `assistant_token` command, listed in the admin),
+is offered exactly the token's tools, and each call is a run of the person's (`assistant.mcp.calls`).
+docs/agents.md says how to connect a client and what differs from the panel.
 """
