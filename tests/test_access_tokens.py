@@ -246,3 +246,20 @@ def test_the_command_refuses_a_duplicate_name(alice: Any) -> None:
     with pytest.raises(CommandError, match="already have a token named “ci”"):
         command("create", "--user", "alice", "--name", "ci")
     assert AccessToken.objects.count() == 1
+
+
+def test_a_spec_that_only_hands_work_to_others_is_not_offered_for_a_token(alice: Any) -> None:
+    # The demo site's default spec is its orchestrator, which has no tools of its own: an agent calling under
+    # it would be offered nothing, so the choices leave it out and a token made without a spec takes the
+    # first that has tools.
+    from assistant.mcp.tokens import spec_choices
+
+    with assistant_settings_with(SPEC="orchestrator"):
+        choices = spec_choices()
+        made = token_create(owner=alice, name="Claude")
+        with pytest.raises(InvalidTokenRequest) as refused:
+            token_create(owner=alice, name="Empty", spec="orchestrator")
+
+    assert "orchestrator" not in choices and choices[0] == "default" and "reader" in choices
+    assert made.token.spec == "default"
+    assert refused.value.field == "spec"

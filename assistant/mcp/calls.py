@@ -174,9 +174,9 @@ def run_expire(run: AgentRun) -> None:
     """An approval nobody took up in time: its run ends, its action not taken."""
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().filter(pk=run.pk, status=AgentRun.Status.AWAITING_CONFIRMATION)
-        run = locked.first()
-        if run is not None:
-            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=CLIENT_APPROVAL_EXPIRED,
+        waiting = locked.first()
+        if waiting is not None:
+            run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason=CLIENT_APPROVAL_EXPIRED,
                        error="Your agent did not call it again in time; the action was not taken.")
 
 

@@ -102,10 +102,13 @@ def _password_unchanged(user: Any, stored: str) -> bool:
 
 
 def spec_choices() -> list[str]:
-    """The specs a person may pick for a token: every member there is, the SPEC setting's first."""
-    names = list(members())
+    """The specs a person may pick for a token: every member with tools of its own, the SPEC setting's first.
+    A spec that only hands work to others (`"tools": []`) is not one: its agent would be offered nothing,
+    since the site's tools, not its members, are what an agent calls."""
+    found = members()
     default = assistant_settings.SPEC
-    return [default, *(name for name in names if name != default)]
+    names = [default, *(name for name in found if name != default)]
+    return [name for name in names if name not in found or found[name].scope.names != frozenset()]
 
 
 def parse_duration(text: str | None) -> timedelta:
@@ -134,8 +137,8 @@ def _clean_name(name: str) -> str:
 
 
 def _clean_spec(spec: str | None) -> str:
-    name = spec or assistant_settings.SPEC
     known = spec_choices()
+    name = spec or (known[0] if known else assistant_settings.SPEC)
     if name not in known:
         raise InvalidTokenRequest("spec", f"Unknown assistant spec {name!r}; known: {', '.join(known)}.")
     return name
