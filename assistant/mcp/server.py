@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from django.db import connections
 from django.http import HttpRequest, HttpResponse
 from django_mcpz.elicitation import Answer, Elicitation
+from django_mcpz.jsonrpc import PARSE_ERROR, error_response
 from django_mcpz.server import (
     TOOL_NAME_RE,
     ElicitationUnavailableError,
@@ -124,7 +125,13 @@ class AssistantMCPServer(MCPServer):
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         register_tools()
-        return super().__call__(request)
+        try:
+            return super().__call__(request)
+        except RecursionError:
+            # django-mcpz's decoder lets a body nested past the parser's depth (about a thousand levels,
+            # two kilobytes of brackets) escape as RecursionError: nothing has been read or done yet.
+            return error_response(None, PARSE_ERROR, "Parse error: the message nests too deeply to be read.",
+                                  status=HTTPStatus.BAD_REQUEST)
 
 
 SERVER = AssistantMCPServer(name="django-inapp-assistant", title="This site's assistant tools", version="1",
