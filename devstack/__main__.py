@@ -133,6 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _wait_until_ready(base, supervisor, timeout=90)
         print(
             f"\n  The app is running at {base}\n  The assistant page: {base}assistant/   Admin: {base}admin/\n"
+            f"  Your own agent over MCP: {base}assistant/mcp/ (make a token at {base}assistant/tokens/)\n"
             f"  Demo logins (user / password):\n{seeded.stdout.rstrip()}\n  Press Ctrl-C to stop everything.\n",
             flush=True,
         )
