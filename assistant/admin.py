@@ -23,7 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from assistant.conf import assistant_settings
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
 from assistant.review import run_timeline, runs_csv_rows
 from assistant.review.plans import plan_anchor, plan_status
 from registry.admin_queries import StrictAdminQueryMixin
@@ -56,17 +56,45 @@ class AgentMessageInline(EvidenceAdminMixin, admin.TabularInline):
     show_change_link = True
 
 
+#: The channels in the words staff read them in (the chat and run lists' filter and column).
+CHANNEL_WORDS = {Channel.PANEL: "Panel", Channel.MCP: "MCP (the person's own agent)"}
+
+
+class ChannelFilter(admin.SimpleListFilter):
+    """Where a chat or run was asked from (`?channel=`, as the dashboard links it): the person's panel, or
+    their own agent over MCP with one of their access tokens."""
+
+    title = "channel"
+    parameter_name = "channel"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, CHANNEL_WORDS.get(value, label)) for value, label in Channel.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() is None:
+            return queryset
+        if self.value() not in Channel.values:
+            # Not "every row": a link that asks for a channel there is not is told so (StrictAdminQueryMixin).
+            raise IncorrectLookupParameters(f"“{self.value()}” is not a channel ({', '.join(Channel.values)})")
+        return queryset.filter(channel=self.value())
+
+
 @admin.register(AgentChat)
 class AgentChatAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     # A chat its person deleted is still here, with its messages, runs and steps: deleted_at says when.
-    list_display = ("__str__", "owner", "spec", "created_at", "updated_at", "deleted_at")
-    list_filter = ("spec", ("deleted_at", admin.EmptyFieldListFilter))
-    allowed_lookups = frozenset({"spec", "spec__isnull", "deleted_at__isempty"})
+    # A chat of the `mcp` channel is the record of one access token's calls (the person's own agent).
+    list_display = ("__str__", "owner", "spec", "channel_shown", "created_at", "updated_at", "deleted_at")
+    list_filter = ("spec", ChannelFilter, ("deleted_at", admin.EmptyFieldListFilter))
+    allowed_lookups = frozenset({"spec", "spec__isnull", "channel", "deleted_at__isempty"})
     search_fields = ("title", "owner__username")
     date_hierarchy = "updated_at"
     list_select_related = ("owner",)
     raw_id_fields = ("owner",)
     inlines = [AgentMessageInline]
+
+    @admin.display(description="channel", ordering="channel")
+    def channel_shown(self, chat: AgentChat) -> str:
+        return CHANNEL_WORDS.get(chat.channel, chat.channel)
 
 
 # --- the run list's filters ----------------------------------------------------------------------
@@ -270,7 +298,7 @@ RUN_LIST_LOOKUPS = frozenset({
     "created_at__gte", "created_at__lt", "model", "model__isnull",
     "error", "quality_score", "quality_score__isnull",
     "steps__tool_name", "steps__took_effect", "steps__kind", "steps__result__status__in",
-    "plan", "plan_member",
+    "plan", "plan_member", "channel",
 })
 
 
@@ -278,20 +306,21 @@ RUN_LIST_LOOKUPS = frozenset({
 class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     # Short cells, so the list fits 1,400 px beside its filters; the run's page has everything.
     # (The spec is a filter, and on the run's page and in the CSV.)
-    list_display = ("id", "created", "owner", "place", "outcome", "error_preview", "calls", "tokens", "duration",
-                    "feedback")
+    list_display = ("id", "created", "owner", "via", "place", "outcome", "error_preview", "calls", "tokens",
+                    "duration", "feedback")
     list_display_links = ("id", "created")
-    list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, TreeFilter, PlanFilter,
+    list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, ChannelFilter, TreeFilter, PlanFilter,
                    ("owner", admin.RelatedOnlyFieldListFilter), FeedbackFilter, ("created_at", CreatedFilter), "model")
-    search_fields = ("owner__username", "messages__content", "reply", "error", "feedback_comment")
-    search_help_text = "The owner's username, or words of the question, the reply, the error or the feedback."
+    search_fields = ("owner__username", "messages__content", "reply", "error", "feedback_comment", "client_name")
+    search_help_text = ("The owner's username, or words of the question, the reply, the error or the feedback, or "
+                        "the name of the access token an MCP run was made with.")
     allowed_lookups = RUN_LIST_LOOKUPS
     date_hierarchy = "created_at"
     list_select_related = ("owner",)
     list_per_page = 50
     actions = ["export_csv"]
     raw_id_fields = ("owner", "chat")
-    readonly_fields = ("created_at",)
+    readonly_fields = ("created_at", "client_token_id")
     change_form_template = "admin/assistant/agentrun/change_form.html"
     change_list_template = "admin/assistant/agentrun/change_list.html"
     # Staff review where a run came from, never its session: the session's digest and sealed key are
@@ -303,7 +332,8 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
             ("model_calls", "tool_calls", "tool_errors"), ("prompt_tokens", "completion_tokens", "total_tokens"),
             "duration_ms")}),
         ("Feedback", {"fields": ("quality_score", "feedback_comment", "feedback_at")}),
-        ("Where it came from", {"fields": ("client_address", "client_origin")}),
+        ("Where it came from", {"fields": (("channel", "client_name", "client_token_id"), "client_address",
+                                           "client_origin")}),
         ("The workers", {"classes": ["collapse"], "fields": (
             ("created_at", "started_at", "clock_started_at", "finished_at"), ("attempts", "requeued_at"),
             ("lease_owner", "lease_expires_at"), "cancel_requested", "config")}),
@@ -328,6 +358,13 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
     def created(self, run: AgentRun) -> str:
         moment = timezone.localtime(run.created_at)
         return format_html("{}<br>{}", f"{moment:%Y-%m-%d}", f"{moment:%H:%M:%S}")
+
+    @admin.display(description="via", ordering="channel")
+    def via(self, run: AgentRun) -> str:
+        """"panel", or "MCP" with the name of the access token the person's own agent called with."""
+        if run.channel == Channel.MCP:
+            return format_html("MCP<br>“{}”", run.client_name) if run.client_name else "MCP"
+        return run.channel
 
     @admin.display(description="tree", ordering="depth")
     def place(self, run: AgentRun) -> str:

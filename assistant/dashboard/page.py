@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from assistant.dashboard.reads import (
+    CHANNEL_CHOICES,
     TREE_CHOICES,
     Dashboard,
     DashboardQuery,
@@ -39,12 +40,14 @@ def run_list_url(query: DashboardQuery, **lookups: str) -> str:
         params["spec"] = query.spec
     if query.tree:
         params["tree"] = query.tree
+    if query.channel:
+        params["channel"] = query.channel
     params.update(lookups)
     return f"{reverse('admin:assistant_agentrun_changelist')}?{urlencode(params)}"
 
 
 def day_query(query: DashboardQuery, day: datetime.date) -> DashboardQuery:
-    return DashboardQuery(start=day, end=day, spec=query.spec, tree=query.tree)
+    return DashboardQuery(start=day, end=day, spec=query.spec, tree=query.tree, channel=query.channel)
 
 
 def tool_lookups(name: str, *, failed: bool = False) -> dict[str, str]:
@@ -199,6 +202,7 @@ def page_context(board: Dashboard) -> dict[str, Any]:
         "days": days,
         "all_url": run_list_url(query),
         "members_url": run_list_url(query, tree="member"),
+        "mcp_url": run_list_url(query, channel="mcp"),
         "tokens": format_number(board.tokens),
         "success_rate": _rate(board.by_outcome[AgentRun.Status.SUCCEEDED], board.ended),
         "succeeded_url": run_list_url(query, status=AgentRun.Status.SUCCEEDED),
@@ -247,6 +251,7 @@ def dashboard_view(request: HttpRequest, *, model_admin: Any) -> HttpResponse:
         "query": query,
         "specs": specs,
         "tree_choices": TREE_CHOICES,
+        "channel_choices": CHANNEL_CHOICES,
         **page_context(board),
     }
     return TemplateResponse(request, "admin/assistant/dashboard.html", context)

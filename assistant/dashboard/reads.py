@@ -16,7 +16,7 @@ from django.db.models.functions import TruncDate
 from django.http import QueryDict
 from django.utils import timezone
 
-from assistant.models import AgentPlan, AgentRun, AgentStep
+from assistant.models import AgentPlan, AgentRun, AgentStep, Channel
 
 #: The range shown when none (or a bad one) is asked for: the last 14 days, today included.
 DEFAULT_DAYS = 14
@@ -48,6 +48,11 @@ ENDED = (AgentRun.Status.SUCCEEDED, AgentRun.Status.FAILED, AgentRun.Status.TIME
 #: message started) or the members' runs (work a run handed to a member, assistant/society/).
 TREE_CHOICES: tuple[tuple[str, str], ...] = (("", "All runs"), ("top", "Top runs"), ("member", "Members' runs"))
 
+#: Where the runs were asked from (`?channel=`, the run list's own parameter): all, the person's panel, or the
+#: person's own agent over MCP with one of their access tokens (assistant/mcp/).
+CHANNEL_CHOICES: tuple[tuple[str, str], ...] = (
+    ("", "All channels"), (Channel.PANEL, "Panel"), (Channel.MCP, "MCP (people's own agents)"))
+
 
 # --- the question: which days, which spec, which runs of a tree ------------------------------------------
 
@@ -55,12 +60,14 @@ TREE_CHOICES: tuple[tuple[str, str], ...] = (("", "All runs"), ("top", "Top runs
 @dataclass(frozen=True)
 class DashboardQuery:
     """Runs created from `start` to `end` (both days included, in the site's time zone), of `spec` or all,
-    top runs, members' runs or all (`tree`: "top", "member" or "")."""
+    top runs, members' runs or all (`tree`: "top", "member" or ""), asked from one channel or all (`channel`:
+    "panel", "mcp" or "")."""
 
     start: datetime.date
     end: datetime.date
     spec: str = ""
     tree: str = ""
+    channel: str = ""
 
     @property
     def days(self) -> list[datetime.date]:
@@ -72,6 +79,8 @@ class DashboardQuery:
             params["spec"] = self.spec
         if self.tree:
             params["tree"] = self.tree
+        if self.channel:
+            params["channel"] = self.channel
         return params
 
 
@@ -91,12 +100,12 @@ def _shown(raw: str) -> str:
 
 def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
                 specs: Sequence[str]) -> tuple[DashboardQuery, list[str]]:
-    """The query the parameters ask for (`from`, `to` as YYYY-MM-DD, `spec`, `tree`), and what was wrong
-    with them.
+    """The query the parameters ask for (`from`, `to` as YYYY-MM-DD, `spec`, `tree`, `channel`), and what was
+    wrong with them.
 
     A bad date, a day after LAST_DAY, a range that ends before it starts or is longer than MAX_DAYS gives
     the default range (the last DEFAULT_DAYS days); an unknown spec gives every spec, an unknown `tree` all
-    runs. Each problem is one sentence.
+    runs, an unknown `channel` every channel. Each problem is one sentence.
     """
     problems: list[str] = []
     default_start = today - datetime.timedelta(days=DEFAULT_DAYS - 1)
@@ -130,7 +139,11 @@ def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
     if tree not in dict(TREE_CHOICES):
         problems.append(f"“{_shown(tree)}” is not a choice of runs (top or member): showing all runs.")
         tree = ""
-    return DashboardQuery(start=start, end=end, spec=spec, tree=tree), problems
+    channel = (params.get("channel") or "").strip()
+    if channel not in dict(CHANNEL_CHOICES):
+        problems.append(f"“{_shown(channel)}” is not a channel (panel or mcp): showing every channel.")
+        channel = ""
+    return DashboardQuery(start=start, end=end, spec=spec, tree=tree, channel=channel), problems
 
 
 # --- the reads ----------------------------------------------------------------------------------------
@@ -216,6 +229,8 @@ class Dashboard:
     errors: list[tuple[str, int]]
     #: How many of the runs are members' runs (work another run handed over).
     member_runs: int = 0
+    #: How many were calls of people's own agents over MCP (each call a run of channel `mcp`).
+    mcp_runs: int = 0
     plans: PlanFigures = field(default_factory=PlanFigures)
     by_outcome: dict[str, int] = field(init=False)
 
@@ -273,6 +288,8 @@ def runs_in(query: DashboardQuery) -> QuerySet[AgentRun]:
     runs = AgentRun.objects.filter(created_at__gte=start, created_at__lt=end)
     if query.tree:
         runs = runs.filter(parent__isnull=query.tree == "top")
+    if query.channel:
+        runs = runs.filter(channel=query.channel)
     return runs.filter(spec=query.spec) if query.spec else runs
 
 
@@ -336,6 +353,7 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         up=Count("id", filter=Q(quality_score=1.0)), down=Count("id", filter=Q(quality_score=0.0)),
         none=Count("id", filter=Q(quality_score__isnull=True)),
         members=Count("id", filter=Q(parent__isnull=False)),
+        mcp=Count("id", filter=Q(channel=Channel.MCP)),
     )
     tools = _tools_in(runs)
 
@@ -347,5 +365,5 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         query=query, runs_by_day=runs_by_day, tokens_by_day=tokens_by_day, p50_ms=overall["p50"],
         p95_ms=overall["p95"], thumbs_up=overall["up"], thumbs_down=overall["down"],
         no_feedback=overall["none"], tools=tools, stop_reasons=top("stop_reason"), errors=top("error"),
-        member_runs=overall["members"], plans=_plans_in(runs),
+        member_runs=overall["members"], mcp_runs=overall["mcp"], plans=_plans_in(runs),
     )

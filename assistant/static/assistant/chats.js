@@ -9,6 +9,20 @@
   var button = Conversation.helpers.button;
   var iconButton = Conversation.helpers.iconButton;
   var requestId = Conversation.helpers.requestId;
+  // A chat of the person's own agent (channel "mcp", docs/protocol.md) is the record of what the agent did as
+  // them with one of their access tokens. Its title is made as "<token name> (your agent)"; the list shows the
+  // name with a badge that says the same in words.
+  var AGENT_TITLE_SUFFIX = " (your agent)";
+
+  function isAgentChat(chat) {
+    return !!chat && chat.channel === "mcp";
+  }
+
+  // The agent's name as its chat's title gave it, while the person has not renamed the chat.
+  function agentNameFromTitle(title) {
+    title = String(title || "");
+    return title.slice(-AGENT_TITLE_SUFFIX.length) === AGENT_TITLE_SUFFIX ? title.slice(0, -AGENT_TITLE_SUFFIX.length) : "";
+  }
 
   function relativeTime(iso) {
     if (!iso) return "";
@@ -41,6 +55,11 @@
       });
     }
     if (this.chatList) this.chatList.addEventListener("click", function (event) { self.onChatClick(event); });
+    this.agentNote = this.root.querySelector("[data-assistant-agent-note]");
+    this.agentNoteText = this.root.querySelector("[data-assistant-agent-note-text]");
+    this.agentNewChat = this.root.querySelector("[data-assistant-agent-new-chat]");
+    this.agentNames = {};  // chat id -> the name of the token its agent called with (from its runs' `client`)
+    if (this.agentNewChat) this.agentNewChat.addEventListener("click", function () { self.startNewChat(); });
     this.root.addEventListener("keydown", function (event) {
       // Esc inside the dock's chat list closes the list, not the dock.
       if (event.key === "Escape" && self.chatsPanel && !self.chatsPanel.hidden && self.root.dataset.surface === "dock" &&
@@ -92,7 +111,16 @@
     var row = el("li", "assistant-chat-row");
     row.dataset.chatId = chat.id;
     var open = row.appendChild(button("", "assistant-chat-open"));
-    open.appendChild(el("span", "assistant-chat-name", chat.title || "Untitled chat"));
+    if (isAgentChat(chat)) {
+      // Said in words, not by an icon alone: the badge is part of the button's name for a screen reader.
+      row.classList.add("is-agent");
+      var line = open.appendChild(el("span", "assistant-chat-name-line"));
+      line.appendChild(el("span", "assistant-chat-name", agentNameFromTitle(chat.title) || chat.title || "Untitled chat"));
+      line.appendChild(el("span", "assistant-visually-hidden", ", "));
+      line.appendChild(el("span", "assistant-badge assistant-chat-badge", "Your agent"));
+    } else {
+      open.appendChild(el("span", "assistant-chat-name", chat.title || "Untitled chat"));
+    }
     var time = open.appendChild(el("time", "assistant-chat-time"));
     var when = chat.last_activity || chat.updated_at;
     time.setAttribute("datetime", when || "");
@@ -117,13 +145,20 @@
     var existing = this.chatList.querySelector('[data-chat-id="' + chat.id + '"]');
     if (existing && existing.querySelector(".assistant-chat-rename-form")) return;  // being renamed: leave it
     var row = this.chatRow(chat);
+    // A row redrawn under the person's focus (their agent's call moved its chat to the top, say) keeps it on
+    // the same control: news in the list never takes the person elsewhere.
+    var focused = existing && existing.contains(document.activeElement) ? document.activeElement : null;
+    var control = focused && (focused.classList.contains("assistant-chat-open") ? ".assistant-chat-open" :
+      focused.hasAttribute("data-chat-rename") ? "[data-chat-rename]" : focused.hasAttribute("data-chat-delete") ? "[data-chat-delete]" : null);
     if (existing && !toTop) existing.replaceWith(row);
     else {
       if (existing) existing.remove();
       if (append) this.chatList.appendChild(row);
       else this.chatList.insertBefore(row, this.chatList.firstChild);
     }
+    if (control && row.querySelector(control)) row.querySelector(control).focus();
     this.markCurrentChat();
+    if (chat.id === this.chatId) this.showComposer();
   };
 
   Conversation.prototype.chatDeleted = function (chatId) {
@@ -147,6 +182,40 @@
     });
   };
 
+  // Whether the chat shown is one of the person's own agent (never a new chat about to start).
+  Conversation.prototype.agentChat = function () {
+    return !this.newChat && this.chatId !== null && isAgentChat(this.chats[this.chatId]);
+  };
+
+  // The composer for a chat the person talks in; in a chat of their agent, a note in its place that says
+  // whose record it is, with a way to a chat of their own (the server refuses a message there anyway).
+  Conversation.prototype.showComposer = function () {
+    var agent = this.agentChat();
+    this.root.classList.toggle("is-agent-chat", agent);
+    this.form.hidden = agent;
+    if (!this.agentNote) return;
+    this.agentNote.hidden = !agent;
+    if (!agent) return;
+    var chat = this.chats[this.chatId];
+    var name = this.agentNames[this.chatId] || agentNameFromTitle(chat.title);
+    this.agentNoteText.textContent = "This chat shows what " + (name ? "your agent “" + name + "”" : "your agent") +
+      " did as you. Start a new chat to talk to the assistant.";
+  };
+
+  // A run of an agent's chat names the token it called with: the note says that name, whatever the title.
+  Conversation.prototype.noteAgentRuns = function (chatId, runs) {
+    var self = this;
+    (runs || []).forEach(function (run) {
+      if (run && run.channel === "mcp" && run.client) self.agentNames[chatId] = run.client;
+    });
+  };
+
+  // Where focus goes in a chat just shown: the composer, or in an agent's chat the way out of it.
+  Conversation.prototype.focusComposer = function () {
+    if (this.agentChat() && this.agentNewChat) this.agentNewChat.focus();
+    else this.input.focus();
+  };
+
   Conversation.prototype.showTitle = function (chat) {
     if (this.title) this.title.textContent = chat ? (chat.title || "Untitled chat") : "New chat";
   };
@@ -166,6 +235,7 @@
     this.showTitle(null);
     this.setActive(null);
     this.markCurrentChat();
+    this.showComposer();
     if (this.root.dataset.surface === "dock" && this.chatsPanel && !this.chatsPanel.hidden) this.toggleChats(false);
     if (focus !== false) this.input.focus();
   };
@@ -177,11 +247,12 @@
       this.newChat = false;
       this.showTitle(this.chats[chatId]);
       this.markCurrentChat();
+      this.showComposer();
       this.thread.textContent = "";
       this.thread.appendChild(el("li", "assistant-empty", "Loading…"));
       this.reload();
     }
-    this.input.focus();
+    this.focusComposer();
   };
 
   Conversation.prototype.onChatClick = function (event) {

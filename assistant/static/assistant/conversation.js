@@ -319,6 +319,8 @@
   Conversation.prototype.renderMessage = function (message) {
     this.messages[message.id] = message;
     var node = el("li", "assistant-message is-" + message.role);
+    // In an agent's chat the "user" lines are the server's account of each call, not the person's words.
+    if (message.role === "user" && this.agentChat && this.agentChat()) node.classList.add("is-agent-call");
     node.dataset.messageId = message.id;
     if (message.run_id) node.dataset.runId = message.run_id;
     var body = node.appendChild(el("div", "assistant-message-body"));
@@ -359,7 +361,7 @@
   // Only the last answer offers "Retry", and only when nothing runs.
   Conversation.prototype.refreshRetry = function () {
     this.thread.querySelectorAll("[data-retry]").forEach(function (node) { node.remove(); });
-    if (this.activeRun) return;
+    if (this.activeRun || (this.agentChat && this.agentChat())) return;  // nobody sends in an agent's chat
     var items = this.thread.querySelectorAll(".assistant-message.is-assistant:not(.is-draft), .assistant-message.is-error");
     var last = items[items.length - 1];
     if (!last || last.nextElementSibling && last.nextElementSibling.matches(".assistant-message.is-user")) return;
@@ -400,6 +402,7 @@
       run.node.classList.toggle("is-working", !run.ended);
       run.node.classList.toggle("is-failed", run.state === "failed");
     } else if (waiting) run.summary.textContent = "Waiting for your approval (" + text + ")";
+    else if (run.handedBack && !run.ended) run.summary.textContent = run.handedBack + " (" + text + ")";
     else run.summary.textContent = working ? "Working… (" + text + ")" : text;
   };
 
@@ -441,12 +444,23 @@
         var hadFocus = card.contains(document.activeElement);
         card.remove();
         delete run.cards[step.seq];
-        if (hadFocus) this.input.focus();
+        // In an agent's chat there is no composer: focus stays with the step just answered.
+        if (hadFocus) (this.agentChat() ? row.querySelector("summary") : this.input).focus();
       }
-      // Answered (here or in another tab) and at work again: the button stops it.
       var top = this.runs[root];
-      if (live && step.state !== "finished" && this.activeRun === null && top && !top.past && !top.ended) {
+      if (step.state === "awaiting_confirmation" && step.confirmation === "approved" && this.agentChat()) {
+        // Approved here for the person's own agent, which runs it when it calls again: nothing works on it
+        // now, so the run shows no spinner and holds nothing.
+        this.handBack(run, step, root);
+      } else if (live && step.state !== "finished" && this.activeRun === null && top && !top.past && !top.ended) {
+        // Answered (here or in another tab) and at work again: the button stops it.
         this.setActive(root);
+      } else if (run.handedBack && step.state !== "awaiting_confirmation") {
+        // The agent called again and the step runs: the run works once more until its reply.
+        run.handedBack = null;
+        if (!run.ended && !run.list.querySelector(":scope > .assistant-thinking")) {
+          run.list.appendChild(el("span", "assistant-thinking", "Working"));
+        }
       }
     }
     if (Steps.isDelegation(step) && step.state === "finished") {
@@ -461,6 +475,16 @@
     if (live && step.kind === "tool_call" && step.state === "finished" && !Steps.isPlan(step)) {
       this.announce((run.member ? run.member + ": " : "") + Steps.text(step, tool));
     }
+  };
+
+  // A step approved in the panel for the person's own agent waits for the agent, not for this site: the run's
+  // line says so in the server's words ("Approved; it runs when your agent calls it again.").
+  Conversation.prototype.handBack = function (run, step, root) {
+    var thinking = run.list.querySelector(":scope > .assistant-thinking");
+    if (thinking) thinking.remove();
+    run.handedBack = step.reason || "Approved; it runs when your agent calls it again.";
+    if (this.pendingCard && !this.pendingCard.card.isConnected) this.pendingCard = null;
+    if (this.activeRun === root) this.setActive(null);
   };
 
   // Where a run's next step goes: before its "Working" mark and a member's streaming draft, if any.
@@ -611,6 +635,9 @@
     }
     run.cards[step.seq] = card;
     row.parentNode.insertBefore(card, row.nextSibling);
+    // A past run may still wait (several of the person's agent's calls can): its steps open to show the card.
+    var folded = card.closest("details.assistant-run-steps");
+    if (folded) folded.open = true;
     if (visible(card)) {
       approve.focus();
       card.scrollIntoView({ block: "nearest" });
@@ -813,12 +840,15 @@
   };
 
   Conversation.prototype.sent = function (event) {
+    if (event.run) this.noteAgentRuns(event.chat_id, [event.run]);
     if (event.chat) this.chatUpdated(event.chat, true);
     var mine = this.mySends[event.request_id] !== undefined;
     delete this.mySends[event.request_id];
     if (event.chat_id !== this.chatId) {
       // Another tab's message in another chat stays there; this tab's own send (or a first chat) is followed.
-      if (!mine && (this.chatId !== null || this.newChat)) return;
+      // A call of the person's own agent is news in the list only: it never takes them from where they are.
+      var agents = event.chat && event.chat.channel === "mcp";
+      if (agents || (!mine && (this.chatId !== null || this.newChat))) return;
       this.chatId = event.chat_id;
       this.newChat = false;
       this.thread.textContent = "";
@@ -826,10 +856,12 @@
       this.hasMore = false;
       this.showTitle(event.chat);
       this.markCurrentChat();
+      this.showComposer();
     }
     this.bubble(event.message);
     this.run(event.run_id);
-    this.setActive(event.run_id);
+    // The agent's calls are not the person's to stop from a composer they do not have here.
+    if (!this.agentChat()) this.setActive(event.run_id);
   };
 
   Conversation.prototype.error = function (event) {
@@ -900,8 +932,13 @@
     this.messages = {};
     this.chatId = state.chat ? state.chat.id : null;
     this.newChat = false;
+    if (state.chat) {
+      this.chats[state.chat.id] = Object.assign({}, this.chats[state.chat.id] || {}, state.chat);
+      this.noteAgentRuns(state.chat.id, [state.active_run].concat(state.runs || []));
+    }
     this.showTitle(state.chat);
     this.markCurrentChat();
+    this.showComposer();
     var active = state.active_run;
     var runs = {};
     (state.runs || []).forEach(function (run) {
@@ -918,7 +955,7 @@
     if (active) {
       var self = this;
       this.run(active.id);
-      this.setActive(active.id);
+      if (!this.agentChat()) this.setActive(active.id);
       (state.steps || []).forEach(function (step) { self.showStep(step, false); });
       // A member waiting for the person's answer frees the input as its top run's own question does.
       (state.members || []).forEach(function (member) { self.showMember(member, false); });

@@ -64,7 +64,10 @@
     if (!focus) return;
     if (open) {
       var input = node.querySelector("[data-assistant-input]");
-      if (input && !input.disabled) input.focus();
+      // A chat of the person's own agent has no composer: its "New chat" takes focus instead.
+      var agentNote = node.querySelector("[data-assistant-agent-note]:not([hidden]) [data-assistant-agent-new-chat]");
+      if (agentNote) agentNote.focus();
+      else if (input && !input.disabled) input.focus();
       else node.querySelector("[data-assistant-toggle]").focus();
     } else {
       // Back to what opened it, if it is still there to take focus; else the launcher.

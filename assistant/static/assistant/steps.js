@@ -305,7 +305,11 @@
     }
     if (step.duration_ms !== null && step.duration_ms !== undefined) field(body, "Took", duration(step.duration_ms));
     var reason = step.reason || (step.result && step.result.reason) || "";
-    if (step.kind === "tool_call" && !isDelegation(step) && !isPlan(step) && step.took_effect !== true && reason) field(body, "Why it did not take effect", reason);
+    if (step.kind === "tool_call" && !isDelegation(step) && !isPlan(step) && step.took_effect !== true && reason) {
+      // A step still waiting has not failed to take effect: its reason says where it stands (an approval that
+      // waits for the person's own agent to call again, say).
+      field(body, step.state === "awaiting_confirmation" ? "Where it stands" : "Why it did not take effect", reason);
+    }
     if (!body.childNodes.length) field(body, "Details", "Nothing more to show.");
     details.appendChild(body);
     details.open = wasOpen;
