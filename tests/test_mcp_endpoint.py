@@ -332,7 +332,7 @@ def test_each_call_is_a_run_of_channel_mcp_with_its_step_in_the_admin_and_its_pr
     staff.force_login(admin_user)
     page = staff.get(f"/admin/assistant/agentrun/{run.pk}/change/").content.decode()
     assert "tracker_project_list" in page and "Claude" in page
-    listing = staff.get("/admin/assistant/agentrun/", {"channel__exact": "mcp"}).content.decode()
+    listing = staff.get("/admin/assistant/agentrun/", {"channel": "mcp"}).content.decode()
     assert f"/admin/assistant/agentrun/{run.pk}/change/" in listing
     # Filed once in the spec's profile of the person, as a panel run is.
     profile = AgentProfile.objects.get(owner=alice, spec_name="reader")
