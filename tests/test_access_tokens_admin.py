@@ -66,7 +66,8 @@ def test_staff_revoke_tokens_with_the_action(superuser_client: Client, alice: An
 
 def test_staff_who_may_only_view_see_no_revoke_action(user_factory: Callable[..., Any], alice: Any) -> None:
     viewer = user_factory("viewer", is_staff=True)
-    viewer.user_permissions.add(Permission.objects.get(codename="view_accesstoken", content_type__app_label="assistant_mcp"))
+    viewer.user_permissions.add(
+        Permission.objects.get(codename="view_accesstoken", content_type__app_label="assistant_mcp"))
     made = token_create(owner=alice, name="laptop")
     client = signed_in(viewer)
 
