@@ -57,7 +57,7 @@ class AgentMessageInline(EvidenceAdminMixin, admin.TabularInline):
 
 
 #: The channels in the words staff read them in (the chat and run lists' filter and column).
-CHANNEL_WORDS = {Channel.PANEL: "Panel", Channel.MCP: "MCP (the person's own agent)"}
+CHANNEL_WORDS: dict[str, str] = {Channel.PANEL.value: "Panel", Channel.MCP.value: "MCP (the person's own agent)"}
 
 
 class ChannelFilter(admin.SimpleListFilter):
