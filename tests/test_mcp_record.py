@@ -93,8 +93,9 @@ def test_the_agents_calls_are_one_chat_of_its_own_that_is_never_the_persons_curr
     assert (chat.owner, chat.title) == (alice, "Laptop (your agent)")
     assert {record["made"].chat_id, record["listed"].chat_id} == {chat.pk}
     assert [(message.role, message.content) for message in AgentMessage.objects.filter(chat=chat).order_by("id")] == [
-        ("user", "Your agent “Laptop” called tracker_project_create."), ("assistant", "Done."),
-        ("user", "Your agent “Laptop” called tracker_project_list."), ("assistant", "Read it."),
+        # Each reply says what came of the call: what the view said it did, how many rows a read gave.
+        ("user", "Your agent “Laptop” called tracker_project_create."), ("assistant", "Project “Garden” created."),
+        ("user", "Your agent “Laptop” called tracker_project_list."), ("assistant", "Read 1 result."),
     ]
     # Her agent's newer calls do not make its chat the one the panel opens on, nor the one a message goes to.
     assert selectors.chat_current(user=alice).title == "My own question"

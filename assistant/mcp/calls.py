@@ -233,10 +233,17 @@ def _reply(run: AgentRun, steps: list[AgentStep], text: str) -> AgentRun:
 
 
 def outcome_words(outcome: ToolOutcome) -> str:
-    """What the call came to, for the person reading their agent's chat."""
+    """What the call came to, for the person reading their agent's chat: what the view said it did (its
+    messages), how many rows a read gave, or why nothing was done."""
+    data = outcome.data if isinstance(outcome.data, dict) else {}
+    messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+    said = " ".join(str(item["text"]) for item in messages if isinstance(item, dict) and item.get("text"))
     if outcome.status == "done":
-        return "Done."
+        return said or "Done."
     if outcome.status == "data":
+        returned = data.get("returned")
+        if isinstance(returned, int) and not isinstance(returned, bool):
+            return f"Read {returned} result{'' if returned == 1 else 's'}."
         return "Read it."
     return f"Nothing was done: {outcome.reason or outcome.status}."
 

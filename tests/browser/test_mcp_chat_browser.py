@@ -79,7 +79,7 @@ def test_the_persons_agent_shows_as_its_own_chat_they_read_approve_in_and_leave(
     # Opened: each call and what came of it, and a note in place of the composer, with the way out focused.
     row.click()
     expect(page.locator(THREAD)).to_contain_text("Your agent “Laptop” called tracker_project_list.")
-    expect(page.locator(THREAD)).to_contain_text("Read it.")
+    expect(page.locator(THREAD)).to_contain_text("Read 1 result.")
     # Its lines are the record of each call, not the person's words: they read apart from hers.
     expect(page.locator(f"{THREAD} .assistant-message.is-user.is-agent-call")).to_have_count(1)
     expect(page.locator(NOTE)).to_be_visible()
@@ -126,7 +126,7 @@ def test_the_persons_agent_shows_as_its_own_chat_they_read_approve_in_and_leave(
     step_run(caller, *waiting)
     expect(block.locator(".assistant-step.is-done")).to_have_count(1)
     reply = page.locator(f'{THREAD} .assistant-message.is-assistant[data-run-id="{asked.pk}"] .assistant-message-body')
-    expect(reply).to_have_text("Done.")
+    expect(reply).to_have_text("Project “Garden” deleted.")
     expect(block.locator(".assistant-thinking")).to_have_count(0)
     assert not Project.objects.filter(pk=garden.pk).exists()
 
