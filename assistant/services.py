@@ -11,6 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from assistant.agent_calls import agent_call_answer
 from assistant.authority import (
     SESSION_ENDED,
     SESSION_ENDED_MESSAGE,
@@ -215,11 +216,9 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
     if run.channel == Channel.MCP:
         if comment:
             raise Refused("bad_request", "A comment answers a plan; this is your agent's call: approve or decline it.")
-        from assistant.mcp.calls import panel_answer
-
         # The agent that asked is not a worker of this site: an approval waits for its next call of the same
         # tool with the same arguments, which runs it once; a no ends the call's run here.
-        panel_answer(run, pending, approve=approve)
+        agent_call_answer(run, pending, approve=approve)
         return run
     plan = AgentPlan.objects.filter(made_in=pending).first() if pending.tool_name == PLAN_TOOL else None
     comment = readable_text(comment or "", multiline=True)

@@ -15,6 +15,6 @@ urlpatterns = [
     path("assistant/", include("assistant.urls")),
     # Hosted agents (claude.ai, ChatGPT) connect to the assistant's MCP endpoint through OAuth.
     path("oauth/", include("assistant.mcp.oauth_urls")),
-    path("", include("django_mcpz.oauth.wellknown")),
+    path("", include("assistant.mcp.oauth_wellknown")),
     path("tracker/", include("tracker.urls")),
 ]

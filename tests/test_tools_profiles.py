@@ -156,8 +156,10 @@ def test_system_checks_name_each_problem(alice: Any) -> None:
         tool(name="test_not_routed")(not_routed)
         found = _check_ids()
 
+        # A name with spaces is also one MCP cannot offer (the site installs assistant.mcp): W040.
         assert set(found) == {"assistant.W010", "assistant.E014", "assistant.W011", "assistant.E011",
-                              "assistant.E010", "assistant.E012"}
+                              "assistant.E010", "assistant.E012", "assistant.W040"}
+        assert "test no spaces" in found["assistant.W040"][0]
         assert "test_unscoped" in found["assistant.W010"][0]
         assert "test_unscoped" not in _offered(alice)  # default deny
         assert execute_tool(alice, "test_unscoped", {}).status == "denied"

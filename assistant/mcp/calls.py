@@ -28,23 +28,22 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
-from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, chat_activity_record, run_config, run_finish
+from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_config, run_finish
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
 from assistant.tools.executor import ToolOutcome, execute_tool
-from assistant.turn.model_output import clean_text, storable_json
+from assistant.turn.model_output import storable_json
 
 #: What a run's `model` says for a call the person's own agent made: no model of this site took part.
 CLIENT_MODEL = "mcp-client"
 #: The approval step waits with this reason, as a panel step does.
 WAITING = "Waiting for your approval."
-APPROVED_FOR_RETRY = "Approved; it runs when your agent calls it again."
-DECLINED = "You declined it; nothing was done."
 
 
 class CallRefused(Exception):
@@ -206,30 +205,8 @@ def step_decline(step: AgentStep) -> bool:
         if run is None or not AgentStep.objects.filter(pk=step.pk, state=AgentStep.State.AWAITING_CONFIRMATION,
                                                        confirmation="").exists():
             return False
-        run_declined(run, step)
+        agent_call_declined(run, step)
     return True
-
-
-def run_declined(run: AgentRun, step: AgentStep) -> None:
-    """End a waiting call the person declined (through their agent, or in the panel): the step says so, and
-    the run ends with that in its chat. The caller holds the run's lock."""
-    step.state, step.confirmation, step.took_effect, step.reason = (
-        AgentStep.State.FINISHED, AgentStep.Confirmation.DENIED, False, DECLINED)
-    step.result = {"status": "declined", "took_effect": False, "reason": DECLINED}
-    step.save(update_fields=["state", "confirmation", "took_effect", "reason", "result"])
-    publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
-    _reply(run, [step], DECLINED)
-
-
-def _reply(run: AgentRun, steps: list[AgentStep], text: str) -> AgentRun:
-    text = clean_text(text)
-    run = run_finish(run=run, status=AgentRun.Status.SUCCEEDED, reply=text, steps=steps)
-    message = AgentMessage.objects.create(chat_id=run.chat_id, owner_id=run.owner_id, role=AgentMessage.Role.ASSISTANT,
-                                          content=text, run=run)
-    transaction.on_commit(lambda: chat_activity_record(chat_id=run.chat_id, at=message.created_at), robust=True)
-    publish_to_user(run.owner_id, run_event("assistant.replied", run, message=message_payload(message),
-                                            run=run_payload(run)))
-    return run
 
 
 def outcome_words(outcome: ToolOutcome) -> str:
@@ -264,16 +241,5 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
         step.save(update_fields=["state", "result", "took_effect", "reason", "duration_ms"])
         publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
         if run.is_active:  # the person may have stopped it meanwhile: the record keeps their Stop
-            _reply(run, [step], outcome_words(outcome))
+            agent_call_reply(run, [step], outcome_words(outcome))
     return outcome
-
-
-def panel_answer(run: AgentRun, step: AgentStep, *, approve: bool) -> None:
-    """The person answered the card of their agent's call in the panel (locked by the caller): an approval
-    waits for the agent to call again, which runs it once; a no ends the run."""
-    if approve:
-        step.confirmation, step.reason = AgentStep.Confirmation.APPROVED, APPROVED_FOR_RETRY
-        step.save(update_fields=["confirmation", "reason"])
-        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
-    else:
-        run_declined(run, step)

@@ -16,11 +16,12 @@ product's rules over it:
 
 A host that wants it adds `"django_mcpz.oauth"` to INSTALLED_APPS after `"assistant.mcp"` (whose template
 of the consent page wins), `path("oauth/", include("assistant.mcp.oauth_urls"))` and
-`path("", include("django_mcpz.oauth.wellknown"))` to its URLconf.
+`path("", include("assistant.mcp.oauth_wellknown"))` to its URLconf.
 """
 
 from __future__ import annotations
 
+import functools
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -28,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 from django.apps import apps
 from django.contrib.auth.decorators import login_not_required
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.clickjacking import xframe_options_deny
 from django.views.decorators.csrf import csrf_exempt
@@ -77,6 +78,34 @@ def _granted_code(response: HttpResponse) -> str | None:
     return codes[0] if codes else None
 
 
+def _carries_nul(request: HttpRequest) -> bool:
+    """A NUL in any parameter: PostgreSQL's text cannot hold one, and django-mcpz looks parameters up as they
+    come (a client_id with a NUL was a 500)."""
+    return any("\x00" in key or any("\x00" in value for value in values)
+               for data in (request.GET, request.POST) for key, values in data.lists())
+
+
+def _body_carries_nul(request: HttpRequest) -> bool:
+    """A NUL anywhere in a JSON body, raw or escaped (a false alarm on a literal backslash-u0000 in a name
+    refuses a name nobody means)."""
+    return b"\x00" in request.body or b"\\u0000" in request.body
+
+
+def refusing_nul(view: Any, *, json_body: bool = False) -> Any:
+    """One of django-mcpz's OAuth endpoints (which an app calls, answered in JSON), refusing a NUL in any
+    parameter (`json_body`: in its JSON body, which is all it reads) as the endpoint refuses any other
+    malformed request: 400 `invalid_request`."""
+
+    @functools.wraps(view)
+    def endpoint(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if _body_carries_nul(request) if json_body else _carries_nul(request):
+            return JsonResponse({"error": "invalid_request", "error_description": "A parameter holds a NUL."},
+                                status=HTTPStatus.BAD_REQUEST)
+        return view(request, *args, **kwargs)
+
+    return endpoint
+
+
 @login_not_required
 @csrf_exempt  # the app may POST the authorization request itself; the consent is CSRF-checked inside
 @xframe_options_deny
@@ -84,6 +113,9 @@ def authorize(request: HttpRequest) -> HttpResponse:
     """django-mcpz's authorization endpoint, whose yes also makes the person's token for the app."""
     from django_mcpz.oauth import views as oauth_views
 
+    if _carries_nul(request):
+        return render(request, "django_mcpz/oauth/error.html", status=HTTPStatus.BAD_REQUEST, context={
+            "error": "invalid_request", "description": "A parameter of this request holds a NUL character."})
     allowing = request.method == "POST" and request.POST.get("decision") == "allow"
     if not allowing or not request.user.is_authenticated:
         return oauth_views.authorize(request)

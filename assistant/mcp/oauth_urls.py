@@ -14,7 +14,8 @@ app_name = "django_mcpz_oauth"
 
 urlpatterns = [
     path("authorize", oauth.authorize, name="authorize"),
-    path("token", views.token, name="token"),
-    path("register", views.register, name="register"),
-    path("revoke", views.revoke, name="revoke"),
+    # csrf_exempt and login_not_required carry over through functools.wraps: apps call these signed out.
+    path("token", oauth.refusing_nul(views.token), name="token"),
+    path("register", oauth.refusing_nul(views.register, json_body=True), name="register"),
+    path("revoke", oauth.refusing_nul(views.revoke), name="revoke"),
 ]

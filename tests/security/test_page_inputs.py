@@ -132,6 +132,29 @@ PAGES: dict[str, Inputs] = {
                                valid=lambda world: {"name": "My agent", "spec": "default", "expires": "30d"},
                                passes_with=200),
     "assistant:token_revoke": Inputs(post=()),
+    # The MCP endpoint takes only an access token: a browser's session, and any form, get 401.
+    "assistant:mcp": Inputs(post=(), valid=lambda world: {"jsonrpc": "2.0"}, passes_with=401),
+    # The OAuth authorization server for hosted agents: its consent page (signed in), and the endpoints an
+    # app calls signed out. With no app registered, a well-formed request is refused in words (400, or 401
+    # invalid_client where the endpoint names the client).
+    "django_mcpz_oauth:authorize": Inputs(
+        get=("client_id", "redirect_uri", "response_type", "code_challenge", "code_challenge_method", "resource",
+             "scope", "state"),
+        post=("decision", "assistant_spec", "assistant_read_only"),
+        valid=lambda world: {"decision": "allow", "assistant_spec": "default"}, passes_with=400),
+    "django_mcpz_oauth:token": Inputs(
+        post=("grant_type", "code", "redirect_uri", "code_verifier", "client_id", "refresh_token", "resource"),
+        valid=lambda world: {"grant_type": "authorization_code", "client_id": "nobody"}, as_="anyone",
+        passes_with=401),  # an unknown client: invalid_client
+    "django_mcpz_oauth:register": Inputs(post=("client_name", "redirect_uris"), as_="anyone",
+                                         valid=lambda world: {"client_name": "x"}, passes_with=400),
+    "django_mcpz_oauth:revoke": Inputs(post=("token", "token_type_hint", "client_id"), as_="anyone",
+                                       valid=lambda world: {"token": "nothing", "client_id": "nobody"},
+                                       passes_with=401),
+    "oauth_authorization_server": Inputs(as_="anyone"),
+    "oauth_authorization_server_at": Inputs(as_="anyone"),
+    "oauth_protected_resource": Inputs(as_="anyone"),
+    "oauth_protected_resource_at": Inputs(as_="anyone"),
     "tracker:project_list": Inputs(get=("archived",)),
     "tracker:project_create": Inputs(post=(), valid=lambda world: {"name": "Garden", "description": ""}),
     "tracker:project_detail": Inputs(),
@@ -202,7 +225,9 @@ def _kwargs(name: str, page: Page, world: World) -> dict[str, Any]:
     """The ids in the page's address: the person's own task, project or memory."""
     on_a_task = name.split(":")[-1].startswith(("task_", "comment_"))
     ids = {"memory_id": world.memory.pk, "token_id": world.token.pk,
-           "pk": world.task.pk if on_a_task else world.project.pk}
+           "pk": world.task.pk if on_a_task else world.project.pk,
+           # The discovery documents of the OAuth issuer and of the MCP endpoint, under their own paths.
+           "issuer_path": "oauth", "resource_path": "assistant/mcp/"}
     return {key: ids[key] for key in page.ids}
 
 
