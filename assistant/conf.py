@@ -99,6 +99,9 @@ DEFAULTS: dict[str, Any] = {
     # (superusers included) adds, changes or deletes them there; True gives back Django's usual permissions.
     # Retention is `manage.py assistant_prune --older-than 90d`.
     "ADMIN_EVIDENCE_EDITABLE": False,
+    # Eval sets and their cases (assistant/evals/) are evidence too: staff may refine a case's expectations,
+    # and delete cases and sets, only when this is True.
+    "EVALS_EDITABLE": False,
 }
 
 

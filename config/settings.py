@@ -123,6 +123,7 @@ INSTALLED_APPS = [
     "assistant.mcp",  # the person's own agent over MCP, with access tokens (optional)
     # Hosted agents connect through OAuth (optional; after assistant.mcp, whose consent page wins).
     "django_mcpz.oauth",
+    "assistant.evals",  # eval sets made from recorded runs (optional; after assistant, whose run list it extends)
     "registry",
     "tracker",
 ]

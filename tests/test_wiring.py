@@ -136,6 +136,12 @@ def test_the_optional_sub_apps_are_held_to_the_same_boundary() -> None:
     }
     assert importers <= {"assistant/urls.py"}, importers
     assert 'if apps.is_installed("assistant.mcp"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
+    # assistant/evals/ (eval sets) likewise: nothing of the core imports it.
+    evals = set((PROJECT_DIR / "assistant" / "evals").rglob("*.py"))
+    assert evals and not {
+        str(source_file.relative_to(PROJECT_DIR)) for source_file in scanned - evals
+        if any(module.startswith("assistant.evals") for module in _imported_modules(source_file))
+    }
 
 
 def test_a_runs_lifecycle_has_one_owner_that_neither_the_socket_nor_the_worker_side_imports_back() -> None:

@@ -213,7 +213,8 @@ def outcome_words(outcome: ToolOutcome) -> str:
     """What the call came to, for the person reading their agent's chat: what the view said it did (its
     messages), how many rows a read gave, or why nothing was done."""
     data = outcome.data if isinstance(outcome.data, dict) else {}
-    messages = data.get("messages") if isinstance(data.get("messages"), list) else []
+    listed = data.get("messages")
+    messages: list[Any] = listed if isinstance(listed, list) else []
     said = " ".join(str(item["text"]) for item in messages if isinstance(item, dict) and item.get("text"))
     if outcome.status == "done":
         return said or "Done."
