@@ -102,6 +102,10 @@ DEFAULTS: dict[str, Any] = {
     # Eval sets and their cases (assistant/evals/) are evidence too: staff may refine a case's expectations,
     # and delete cases and sets, only when this is True.
     "EVALS_EDITABLE": False,
+    # The model that grades replies against a case's rubric (None: MODEL); the offline demo model cannot.
+    "JUDGE_MODEL": None,
+    # Graders a developer adds, by dotted path (assistant/evals/graders.py says how).
+    "EVAL_GRADERS": [],
 }
 
 

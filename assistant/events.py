@@ -365,7 +365,13 @@ class Publisher:
 publisher = Publisher()
 
 
+#: The mark of an event nobody is told of: a replay's (assistant/replay.py), whose rows are staff's alone.
+QUIET = "_quiet"
+
+
 def publish_to_user(user_id: int, event: dict[str, Any]) -> None:
     """Publish once the current transaction commits (at once outside one): never announce a row that
-    could still roll back."""
+    could still roll back. An event marked QUIET is not published."""
+    if event.get(QUIET):
+        return
     transaction.on_commit(lambda: publisher.publish(user_group(user_id), event))

@@ -13,14 +13,16 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.dispatch import Signal
 from django.utils import timezone
 
 from assistant.authority import SESSION_ENDED, SentFrom
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
-from assistant.models import AgentChat, AgentRun, AgentStep, step_counts
+from assistant.models import AgentChat, AgentRun, AgentStep, Channel, step_counts
 from assistant.payloads import run_event, run_payload, step_payload
 from assistant.plans.record import run_plan_close
+from assistant.replay import member_replay, replay_settings
 from assistant.run_profile import run_intent, run_profile_record
 from assistant.signals import request_cancel
 from assistant.society.members import member
@@ -30,6 +32,11 @@ from assistant.turn.lease import LeaseLost
 STOPPED_BY_YOU = "Stopped by you."
 # The stop reason of a call of the person's own agent whose approval nobody took up in time (assistant/mcp/).
 CLIENT_APPROVAL_EXPIRED = "expired"
+
+
+#: Sent once a replay's top run (channel `eval`) has ended and that end has committed, with `run_id`: an
+#: eval grades it then (assistant/evals/). Other runs end without it.
+run_ended = Signal()
 
 
 class CancelledBeforeEnd(Exception):
@@ -132,8 +139,12 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
         config.update(reserve(parent, config, sharing=sharing))
     except BudgetExhausted as spent:
         raise DelegationRefused(spent.message) from spent
+    replay = replay_settings(parent.config or {})
+    if replay is not None:
+        # A member asked in a replay replays too: from the recordings of that member's runs.
+        config["replay"] = member_replay(replay, spec)
     return AgentRun.objects.create(
-        owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent,
+        owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent, channel=parent.channel,
         root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, model=str(config["model"]),
         config=config,
         session_digest=parent.session_digest, session_sealed=parent.session_sealed,
@@ -276,7 +287,10 @@ def _run_close(
     for step in unrun:
         step.save(update_fields=["state", "took_effect", "reason", "result"])
         publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
-    run_profile_record(run, steps)
+    if run.channel != Channel.EVAL:  # a replay is staff's experiment, not the person's record
+        run_profile_record(run, steps)
+    elif run.parent_id is None:
+        transaction.on_commit(functools.partial(run_ended.send, sender=AgentRun, run_id=run.pk), robust=True)
     run_plan_close(run, steps)
     if status != AgentRun.Status.SUCCEEDED:
         _members_stop(run, status=status, stop_reason=stop_reason, error=error)

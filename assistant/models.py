@@ -20,6 +20,8 @@ class OwnedQuerySet(models.QuerySet):
 
     owner_path = "owner"
     deleted_path: str | None = None
+    # The chat's channel: a replay's chat (channel `eval`) is staff's record, never the person's.
+    channel_path: str | None = None
 
     def for_user(self, user: Any) -> OwnedQuerySet:
         if user is None or not getattr(user, "is_authenticated", False):
@@ -27,22 +29,27 @@ class OwnedQuerySet(models.QuerySet):
         rows = self.filter(**{self.owner_path: user})
         if self.deleted_path is not None:
             rows = rows.filter(**{f"{self.deleted_path}__isnull": True})
+        if self.channel_path is not None:
+            rows = rows.exclude(**{self.channel_path: "eval"})
         return rows
 
 
 class ChatQuerySet(OwnedQuerySet):
     deleted_path = "deleted_at"
+    channel_path = "channel"
 
 
 class ChatPartQuerySet(OwnedQuerySet):
     """Messages and runs: gone for their person with their chat."""
 
     deleted_path = "chat__deleted_at"
+    channel_path = "chat__channel"
 
 
 class StepQuerySet(OwnedQuerySet):
     owner_path = "run__owner"
     deleted_path = "run__chat__deleted_at"
+    channel_path = "run__chat__channel"
 
 
 class Channel(models.TextChoices):
@@ -51,6 +58,9 @@ class Channel(models.TextChoices):
 
     PANEL = "panel"
     MCP = "mcp"
+    # A replay of a recorded run by an eval (assistant/evals/): its tool calls are answered from the
+    # recording (assistant/replay.py); staff see it, its person never does.
+    EVAL = "eval"
 
 
 class AgentChat(models.Model):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from assistant.events import QUIET
 from assistant.markdown import render_markdown
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.selectors import chat_latest_message
 from assistant.tools.declarations import ViewTool
 from assistant.tools.registry import registry
@@ -108,4 +109,8 @@ def run_event(event_type: str, run: AgentRun, /, **extra: Any) -> dict[str, Any]
     about a member's run also names the run that asked it, its top run and the member (its spec)."""
     tree = ({"parent_run_id": run.parent_id, "root_run_id": run.root_id, "member": run.spec,
              "asked_in": run.asked_in_id} if run.parent_id is not None else {})
-    return {"type": event_type, "run_id": run.pk, "chat_id": run.chat_id, **tree, **extra}
+    event = {"type": event_type, "run_id": run.pk, "chat_id": run.chat_id, **tree, **extra}
+    if run.channel == Channel.EVAL:
+        # A replay is staff's, never its person's: its events are not published (assistant.events).
+        event[QUIET] = True
+    return event

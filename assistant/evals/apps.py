@@ -10,3 +10,6 @@ class AssistantEvalsConfig(AppConfig):
     label = "assistant_evals"
     verbose_name = "Assistant evals"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from assistant.evals import replays  # noqa: F401  (grades a replay when it ends)

@@ -61,3 +61,63 @@ class EvalCase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.eval_set.name} #{self.pk}: {self.question[:60]}"
+
+
+class EvalRun(models.Model):
+    """One replay of a set against one or more candidates (a model, instructions, a spec), on the workers."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running"
+        FINISHED = "finished"
+
+    eval_set = models.ForeignKey(EvalSet, on_delete=models.CASCADE, related_name="eval_runs")
+    # [{"label": "...", "model": "..."|None, "instructions": "..."|None, "spec": "..."|None}]: None keeps the
+    # case's own (its spec) or the spec's current settings (model, instructions).
+    candidates = models.JSONField(default=list)
+    # What each case is compared with: "recorded" (the recording, graded the same way) or an earlier eval
+    # run's number.
+    baseline = models.CharField(max_length=40, default="recorded")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "eval run"
+
+    def __str__(self) -> str:
+        return f"Eval run {self.pk} of {self.eval_set.name}"
+
+
+class EvalResult(models.Model):
+    """One case replayed against one candidate, and its grades once its replay ended."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"  # its replay is queued or working
+        GRADED = "graded"
+        ERROR = "error"  # its replay could not be made (the case's person is not on this site, say)
+
+    eval_run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="results")
+    case = models.ForeignKey(EvalCase, on_delete=models.CASCADE, related_name="results")
+    candidate = models.CharField(max_length=100)
+    # The replay: a run of channel `eval`, its tool calls answered from the case's recording.
+    replay_run = models.OneToOneField("assistant.AgentRun", null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="eval_result")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    passed = models.BooleanField(null=True)
+    score = models.FloatField(null=True)
+    # [{"grader", "passed", "score", "detail"}], in the graders' order.
+    grades = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    total_tokens = models.PositiveIntegerField(null=True)
+    duration_ms = models.PositiveIntegerField(null=True)
+    graded_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["eval_run", "case_id", "candidate"]
+        constraints = [models.UniqueConstraint(fields=["eval_run", "case", "candidate"], name="evalresult_once")]
+
+    def __str__(self) -> str:
+        return f"Case {self.case_id} × {self.candidate}: {self.status}"

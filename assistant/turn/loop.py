@@ -50,6 +50,7 @@ from assistant.plans.record import (
     planned_outcome,
     run_plan,
 )
+from assistant.replay import RecordedTools, replay_settings
 from assistant.society.handoff import (
     Delegation,
     delegations_collect,
@@ -206,6 +207,14 @@ class Turn:
             heartbeat.cancelled.set()
         # The session the message came with: the run acts with it, and only while it lasts.
         self.authority = RunAuthority(run)
+        # A replay (an eval's, assistant/replay.py) is answered from its recording, never by running a view;
+        # the answers it was given before a worker took it up again are its own steps'.
+        replay = replay_settings(self.config)
+        self.replay = RecordedTools(
+            list(replay.get("recordings") or []),
+            answered=[(step.tool_name, step.arguments) for step in steps
+                      if step.kind == Kind.TOOL_CALL and step.state == State.FINISHED],
+        ) if replay is not None else None
 
     @property
     def steps(self) -> list[AgentStep]:
@@ -336,6 +345,8 @@ class Turn:
         return response
 
     def _recall(self, conversation: list[Message]) -> list[str]:
+        if self.replay is not None:
+            return []  # what the person's memories hold now is not what the recording was answered with
         limit = int(run_setting(self.run, "RECALL_LIMIT"))
         try:
             vector = self.question.vector()
@@ -555,6 +566,9 @@ class Turn:
             })
             return True
         offered = self.tools.get(call.name)
+        if self.replay is not None:
+            self._replayed(existing, call, offered)
+            return True
         decision = decide(offered, existing)
         if decision is Decision.ASK:
             assert offered is not None
@@ -592,6 +606,17 @@ class Turn:
             raise SessionEnded()
         return True
 
+    def _replayed(self, existing: AgentStep | None, call: ToolCall, offered: Tool | None) -> None:
+        """A replay's call, answered from the recording: nothing runs, and nobody is asked (the recording's
+        person answered already). A tool this run is not offered is refused as the executor would."""
+        assert self.replay is not None
+        if offered is None:
+            outcome = {"status": "denied", "took_effect": False,
+                       "reason": f"{str(call.name)[:64]} is not among this assistant's tools"}
+        else:
+            outcome = self.replay.answer(call.name, storable_json(call.arguments)[0])
+        self._record_outcome(existing, call, outcome, started=time.monotonic())
+
     def _record_outcome(self, step: AgentStep | None, call: ToolCall, outcome: dict[str, Any],
                         started: float | None = None) -> None:
         if step is None:
@@ -624,6 +649,8 @@ class Turn:
             self.journal.stop(stop.status, stop.stop_reason, stop.message)
 
     def _remember(self, reply: str) -> None:
+        if self.replay is not None:
+            return  # a replay writes nothing of the person's
         try:
             vector = self.question.vector()
         except EmbeddingError as exc:

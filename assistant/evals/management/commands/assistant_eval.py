@@ -5,12 +5,17 @@
     assistant_eval list [SET]               the sets, or one set's cases
     assistant_eval export SET [--out FILE]  the set as JSON (stdout by default)
     assistant_eval import FILE [--replace]  a set from its JSON ("-" reads stdin)
+    assistant_eval run SET [--model M] [--instructions FILE] [--spec S] [--baseline recorded|EVAL_RUN]
+                       [--json] [--timeout SECONDS]
+                                            replay SET on the workers, print the report, and exit non-zero
+                                            when a case that passed in the baseline fails
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -27,7 +32,9 @@ from assistant.evals.cases import (
     set_named,
     tool_calls_of,
 )
-from assistant.evals.models import EvalSet
+from assistant.evals.models import EvalRun, EvalSet
+from assistant.evals.replays import Candidate, EvalRefused, eval_run_progress, eval_run_refresh, eval_run_start
+from assistant.evals.report import eval_report, report_table
 from assistant.models import AgentRun
 
 
@@ -35,7 +42,7 @@ class Command(BaseCommand):
     help = "Make eval sets from recorded runs, list, export and import them."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        actions = parser.add_subparsers(dest="action", required=True, metavar="add|propose|list|export|import")
+        actions = parser.add_subparsers(dest="action", required=True, metavar="add|propose|list|export|import|run")
         add = actions.add_parser("add", help="Add recorded runs to a set, making it if needed.")
         add.add_argument("set")
         add.add_argument("run_ids", nargs="+", type=int, metavar="RUN_ID")
@@ -49,9 +56,51 @@ class Command(BaseCommand):
         load = actions.add_parser("import", help="A set from its JSON.")
         load.add_argument("file", help='The JSON file ("-": stdin).')
         load.add_argument("--replace", action="store_true", help="Keep exactly the file's cases.")
+        run = actions.add_parser("run", help="Replay a set against a candidate and report.")
+        run.add_argument("set")
+        run.add_argument("--model", help="The candidate's model (default: each spec's own).")
+        run.add_argument("--instructions", help="A file of the candidate's instructions (default: the spec's).")
+        run.add_argument("--spec", help="Replay every case under this spec (default: each case's own).")
+        run.add_argument("--label", default="candidate", help="The candidate's name in the report.")
+        run.add_argument("--baseline", default="recorded", help='"recorded" (default) or an earlier eval run.')
+        run.add_argument("--json", action="store_true", help="Print the report as JSON.")
+        run.add_argument("--timeout", type=float, default=900, help="Seconds to wait for the workers.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         getattr(self, f"_{options['action']}")(options)
+
+    def _run(self, options: dict[str, Any]) -> None:
+        eval_set = self._set(options["set"])
+        instructions = None
+        if options["instructions"]:
+            try:
+                with open(options["instructions"], encoding="utf-8") as file:
+                    instructions = file.read()
+            except OSError as problem:
+                raise CommandError(f"Cannot read {options['instructions']}: {problem}") from None
+        candidate = Candidate(label=options["label"], model=options["model"], instructions=instructions,
+                              spec=options["spec"])
+        try:
+            eval_run = eval_run_start(eval_set, [candidate], baseline=options["baseline"])
+        except EvalRefused as refused:
+            raise CommandError(refused.message) from None
+        deadline = time.monotonic() + options["timeout"]
+        shown = -1
+        while eval_run_refresh(eval_run).status != EvalRun.Status.FINISHED:
+            done, total = eval_run_progress(eval_run)
+            if done != shown:
+                self.stderr.write(f"Eval run {eval_run.pk}: {done}/{total} replayed")
+                shown = done
+            if time.monotonic() > deadline:
+                raise CommandError(f"Eval run {eval_run.pk} did not finish in {options['timeout']:g} s ({done}/"
+                                   f"{total} replayed); it goes on on the workers. Are they running?")
+            time.sleep(0.25)
+        report = eval_report(eval_run)
+        self.stdout.write(json.dumps(report, indent=2, default=str) if options["json"] else report_table(report))
+        regressions = len(report["regressions"])
+        if regressions:
+            raise CommandError(f"{regressions} case{'' if regressions == 1 else 's'} passed in the baseline and "
+                               "failed now.")
 
     def _set(self, name: str) -> EvalSet:
         try:

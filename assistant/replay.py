@@ -1,0 +1,81 @@
+"""Replaying a recorded run: the model is called for real, and every tool call is answered from the recording —
+never by running a view — so a replay cannot change the site's data.
+
+A replay is a run of channel `eval` whose settings carry `replay`: `{"recordings": [...]}`, the recordings its
+tool calls are answered from (assistant/evals/ makes them from a case). The matching rule:
+
+- a call is answered by a recorded call of the same tool whose arguments are equal (as JSON: the order of an
+  object's keys does not matter, everything else does: `1` is not `"1"`), the earliest not yet used;
+- each recorded call answers once: a call repeated more often than the recording made it, or one the
+  recording never made, gets the outcome `no_recorded_answer` (nothing was run), which a grade counts as a
+  deviation;
+- a call the recording's person was asked about answers as they answered (approved: its recorded outcome;
+  declined: declined): a replay never waits for anyone;
+- a member asked in a replay replays too, from the recordings of that member's runs in the recording.
+
+The answers already given survive a worker's death: they are read back from the replay's own steps.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+NO_RECORDED_ANSWER = "no_recorded_answer"
+NO_RECORDED_ANSWER_REASON = ("This replay has no recorded answer for this call: the recording made no call of this "
+                             "tool with these arguments (or made it fewer times); nothing was run.")
+
+
+def canonical_arguments(arguments: Any) -> str:
+    return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _recorded_calls(recordings: Iterable[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    calls = []
+    for recording in recordings:
+        for step in recording.get("steps") or []:
+            if isinstance(step, dict) and step.get("kind") == "tool_call" and isinstance(step.get("result"), dict):
+                calls.append((str(step.get("tool", "")), canonical_arguments(step.get("arguments") or {}),
+                              step["result"]))
+    return calls
+
+
+class RecordedTools:
+    """The answers of one replaying run, in the matching rule's order."""
+
+    def __init__(self, recordings: list[dict[str, Any]], answered: Iterable[tuple[str, Any]] = ()) -> None:
+        self._calls = _recorded_calls(recordings)
+        self._used: set[int] = set()
+        for name, arguments in answered:  # what this run was answered before a worker took it up again
+            self._take(name, arguments)
+
+    def _take(self, name: str, arguments: Any) -> dict[str, Any] | None:
+        wanted = canonical_arguments(arguments)
+        for index, (tool, recorded, result) in enumerate(self._calls):
+            if index not in self._used and tool == name and recorded == wanted:
+                self._used.add(index)
+                return result
+        return None
+
+    def answer(self, name: str, arguments: Any) -> dict[str, Any]:
+        """The recorded outcome of this call, or `no_recorded_answer`."""
+        recorded = self._take(name, arguments)
+        if recorded is None:
+            return {"status": NO_RECORDED_ANSWER, "took_effect": False, "reason": NO_RECORDED_ANSWER_REASON}
+        return dict(recorded)
+
+
+def replay_settings(config: dict[str, Any]) -> dict[str, Any] | None:
+    replay = config.get("replay")
+    return replay if isinstance(replay, dict) else None
+
+
+def member_replay(replay: dict[str, Any], spec: str) -> dict[str, Any]:
+    """The replay settings of a member `spec` asked by a replaying run: the recordings of that member's runs
+    under the asking run's recordings."""
+    found = [step["member_run"] for recording in replay.get("recordings") or []
+             for step in recording.get("steps") or []
+             if isinstance(step, dict) and isinstance(step.get("member_run"), dict)
+             and step["member_run"].get("spec") == spec]
+    return {**{key: value for key, value in replay.items() if key != "recordings"}, "recordings": found}
