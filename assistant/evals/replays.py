@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Sum
-from django.dispatch import receiver
+from django.dispatch import Signal, receiver
 from django.utils import timezone
 
 from assistant.evals.graders import Call, Replayed, grade_all
@@ -143,10 +143,16 @@ def result_grade(result: EvalResult) -> bool:
     return bool(done)
 
 
+#: Sent once when an eval run has every result graded (or not replayable), with `eval_run_id`.
+eval_run_finished = Signal()
+
+
 def _close_if_done(eval_run_id: int) -> None:
     if not EvalResult.objects.filter(eval_run_id=eval_run_id, status=EvalResult.Status.PENDING).exists():
-        EvalRun.objects.filter(pk=eval_run_id, status=EvalRun.Status.RUNNING).update(
+        closed = EvalRun.objects.filter(pk=eval_run_id, status=EvalRun.Status.RUNNING).update(
             status=EvalRun.Status.FINISHED, finished_at=timezone.now())
+        if closed:  # one conditional update: whichever grade closed it announces it, once
+            eval_run_finished.send(sender=EvalRun, eval_run_id=eval_run_id)
 
 
 @receiver(run_ended, dispatch_uid="assistant.evals.grade_on_end")
