@@ -22,6 +22,8 @@ from django.utils import timezone
 
 from assistant.evals.models import NAME_MAX, EvalCase, EvalSet
 from assistant.models import AgentMessage, AgentRun, AgentStep
+from assistant.plans.offer import PLAN_TOOL
+from assistant.society.offer import DELEGATION_PREFIX
 
 #: The export's format: a reader refuses one it does not know rather than guess.
 FORMAT = "assistant-eval-set/1"
@@ -82,9 +84,17 @@ def recording_of(run: AgentRun) -> dict[str, Any]:
 
 
 def tool_calls_of(recording: dict[str, Any]) -> list[dict[str, Any]]:
-    """The recording's own tool calls, in order: its trajectory (a member's are in its own recording)."""
-    return [{"tool": step["tool"], "arguments": step.get("arguments") or {}}
-            for step in recording.get("steps", []) if step.get("kind") == AgentStep.Kind.TOOL_CALL]
+    """The recording's own tool calls, in order: its trajectory (a member's are in its own recording). The
+    planning tool is left out (a plan is how the run went about it, not what it did), and a member asked is
+    expected by the member alone: the words of its task are the model's own each time."""
+    calls = []
+    for step in recording.get("steps", []):
+        if step.get("kind") != AgentStep.Kind.TOOL_CALL or step.get("tool") == PLAN_TOOL:
+            continue
+        asked_member = str(step.get("tool", "")).startswith(DELEGATION_PREFIX)
+        calls.append({"tool": step["tool"]} if asked_member else
+                     {"tool": step["tool"], "arguments": step.get("arguments") or {}})
+    return calls
 
 
 def default_expectations(recording: dict[str, Any]) -> dict[str, Any]:

@@ -474,7 +474,9 @@ class Turn:
             notes={tool.member: tool.annotation for tool in self.delegations.values()},
         )
         destructive = [name for name, tool in self.tools.items() if tool.destructive]
-        if needs_approval(plan.steps, policy=str(run_setting(self.run, "PLAN_APPROVAL")), destructive=destructive):
+        # A replay never waits for anyone: its plan is followed as an approved one would be.
+        if self.replay is None and needs_approval(plan.steps, policy=str(run_setting(self.run, "PLAN_APPROVAL")),
+                                                  destructive=destructive):
             # The card says the plan in words; an answer names this step, so it answers this revision only.
             summary = plan_summary(plan.steps, destructive=destructive)
             if step is None:
