@@ -13,6 +13,7 @@ from typing import Any
 from assistant.models import AgentRun, AgentStep
 from assistant.tools.registry import registry as tools
 from registry.services import profile_record_invocation
+from registry.stats import QUALITY_THUMBS
 
 logger = logging.getLogger(__name__)
 
@@ -59,8 +60,8 @@ def run_profile_entry(run: AgentRun, steps: list[AgentStep]) -> dict[str, Any]:
         "failed_tools": [step.tool_name for step in tool_steps if step.failed],
         "error_summary": run.error[:200] or None,
     }
-    if run.quality_score is not None:
-        entry["quality_score"] = run.quality_score
+    if run.quality_score is not None:  # only the person's thumbs are on the run (a judge's grade is the entry's)
+        entry["quality_score"], entry["quality_source"] = run.quality_score, QUALITY_THUMBS
     if run.parent_id is not None:
         # The member's record says who asked it: the spec of the run that handed it the work.
         entry["asked_by"] = AgentRun.objects.filter(pk=run.parent_id).values_list("spec", flat=True).first()

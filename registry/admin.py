@@ -20,7 +20,15 @@ from django.utils.html import format_html
 from registry.admin_queries import StrictAdminQueryMixin
 from registry.models import AgentProfile
 from registry.selectors import profile_stats, profile_summary
-from registry.stats import TREND_ARROWS, TREND_DEADBAND, ProfileStats, trend_direction
+from registry.stats import (
+    QUALITY_JUDGE,
+    TREND_ARROWS,
+    TREND_DEADBAND,
+    ProfileStats,
+    quality_figure,
+    quality_source,
+    trend_direction,
+)
 
 ORGANISATION = "organisation"
 
@@ -75,12 +83,15 @@ def _counted(pairs: list[tuple[str, int]]) -> str:
     return ", ".join(f"{name} ({count})" for name, count in pairs)
 
 
-def _quality(score: Any) -> str:
-    """A person's thumbs (1 up, 0 down) or another 0–1 score; "—" when the run was not scored. In words, not
-    emoji: a reviewer's browser may have no emoji font."""
-    if score is None:
+def _quality(entry: dict[str, Any]) -> str:
+    """The entry's quality and where it came from: the person's thumbs (1 up, 0 down), a judge's 0–1 grade, or
+    "—" when the run was not scored. In words, not emoji: a reviewer's browser may have no emoji font."""
+    source = quality_source(entry)
+    if source is None:
         return "—"
-    score = float(score)
+    score = float(entry["quality_score"])
+    if source == QUALITY_JUDGE:
+        return f"{score:g} (judged)"
     thumbs = {1.0: " (thumbs up)", 0.0: " (thumbs down)"}.get(score, "")
     return f"{score:g}{thumbs}"
 
@@ -151,7 +162,7 @@ def _window_rows(window: list[dict[str, Any]]) -> list[WindowRow]:
             duration=_seconds(float(entry.get("duration_ms") or 0)),
             tools=_calls(entry),
             tokens=int(entry.get("token_usage") or 0),
-            quality=_quality(entry.get("quality_score")),
+            quality=_quality(entry),
             error=str(entry.get("error_summary") or ""),
         ))
     return rows
@@ -210,7 +221,7 @@ class OwnerScopeFilter(admin.SimpleListFilter):
 @admin.register(AgentProfile)
 class AgentProfileAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
     list_display = (
-        "spec_name", "owner_label", "invocations", "success_rate", "trend", "avg_duration", "last_seen",
+        "spec_name", "owner_label", "invocations", "success_rate", "trend", "avg_duration", "last_seen", "quality",
     )
     list_filter = ("spec_name", OwnerScopeFilter)
     # Only what its filters offer: the list answers no other question about a profile's columns.
@@ -263,6 +274,10 @@ class AgentProfileAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
         stats = self._stats(profile)
         return _seconds(stats.avg_duration_ms) if stats.sample_size else "—"
 
+    @admin.display(description="quality")
+    def quality(self, profile: AgentProfile) -> str:
+        return quality_figure(self._stats(profile)) or "—"
+
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
@@ -274,7 +289,6 @@ class AgentProfileAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
 
     def _review(self, profile: AgentProfile) -> dict[str, Any]:
         stats = self._stats(profile)
-        scored = sum(1 for entry in profile.window or [] if entry.get("quality_score") is not None)
         return {
             "stats": stats,
             "figures": {
@@ -283,8 +297,8 @@ class AgentProfileAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
                 "success_rate": _percent(stats.success_rate),
                 "avg_duration": _seconds(stats.avg_duration_ms),
                 "avg_tool_calls": _number(stats.avg_tool_calls),
-                "avg_quality": _percent(stats.avg_quality) if scored else "—",
-                "scored": scored,
+                "avg_quality": quality_figure(stats) or "—",
+                "scored": stats.quality_thumbs + stats.quality_judged,
                 "error_rate": _percent(stats.error_rate),
                 "trend": _trend_figure(stats.trend),
                 "top_tools": _counted(stats.top_tools),

@@ -9,6 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from registry.models import WINDOW_SIZE, AgentProfile
+from registry.stats import QUALITY_JUDGE, QUALITY_THUMBS, quality_source
 
 STATUSES = ("success", "error", "timeout", "cancelled")
 
@@ -60,20 +61,55 @@ def profile_record_invocation(*, owner: Any, spec_name: str, entry: dict[str, An
     return profile
 
 
-@transaction.atomic
-def profile_entry_score(*, owner: Any, spec_name: str, run_id: int, quality_score: float | None) -> bool:
-    """The person's feedback on run `run_id` reached its entry: set its `quality_score` (0–1), or remove it
-    (None: feedback taken back). The row is locked, so feedback racing a new recording loses neither.
-    False, and nothing changed, when the run is no longer (or not) in the window."""
+def _locked_entry(owner: Any, spec_name: str, run_id: int) -> tuple[AgentProfile | None, dict[str, Any] | None]:
+    """The profile's row, locked, and run `run_id`'s entry in its window (None, None when either is missing)."""
     profile = AgentProfile.objects.select_for_update().filter(owner_id=_owner_id(owner), spec_name=spec_name).first()
     if profile is None:
+        return None, None
+    entry = next((entry for entry in profile.window if entry.get("run_id") == run_id), None)
+    return profile, entry
+
+
+def _score(value: float) -> float:
+    score = float(value)
+    if not 0.0 <= score <= 1.0:
+        raise ValueError(f"A quality score is from 0 to 1, not {value!r}.")
+    return score
+
+
+@transaction.atomic
+def profile_entry_score(*, owner: Any, spec_name: str, run_id: int, quality_score: float | None) -> bool:
+    """The person's feedback on run `run_id` reached its entry: its quality is their thumbs (0–1, source
+    "thumbs"), whatever a judge said; or, taken back (None), the judge's grade again if one was kept, else
+    none. The row is locked, so feedback racing a new recording or a judge loses neither.
+    False, and nothing changed, when the run is no longer (or not) in the window."""
+    profile, entry = _locked_entry(owner, spec_name, run_id)
+    if profile is None or entry is None:
         return False
-    for entry in profile.window:
-        if entry.get("run_id") == run_id:
-            if quality_score is None:
-                entry.pop("quality_score", None)
-            else:
-                entry["quality_score"] = float(quality_score)
-            profile.save(update_fields=["window"])
-            return True
-    return False
+    if quality_score is not None:
+        entry["quality_score"], entry["quality_source"] = _score(quality_score), QUALITY_THUMBS
+    elif entry.get("judge_score") is not None:
+        entry["quality_score"], entry["quality_source"] = float(entry["judge_score"]), QUALITY_JUDGE
+    else:
+        entry.pop("quality_score", None)
+        entry.pop("quality_source", None)
+    profile.save(update_fields=["window"])
+    return True
+
+
+@transaction.atomic
+def profile_entry_judge(*, owner: Any, spec_name: str, run_id: int, score: float, eval_run_id: int | None = None
+                        ) -> bool:
+    """A judge graded run `run_id`'s recording (0–1) in eval run `eval_run_id`: the entry keeps the grade as
+    `judge_score` (the latest judge's, replacing an earlier one: a run is one entry however often it is
+    judged), and it is the entry's quality (source "judge") unless the person gave thumbs, which always win.
+    False, and nothing changed, when the run is no longer (or not) in the window."""
+    score = _score(score)
+    profile, entry = _locked_entry(owner, spec_name, run_id)
+    if profile is None or entry is None:
+        return False
+    entry["judge_score"], entry["judged_in"] = score, eval_run_id
+    if quality_source(entry) != QUALITY_THUMBS:
+        entry["quality_score"], entry["quality_source"] = score, QUALITY_JUDGE
+    profile.save(update_fields=["window"])
+    return True

@@ -8,6 +8,21 @@ from typing import Any
 
 TREND_DEADBAND = 0.02
 
+# Where an entry's quality came from. The person's thumbs always win: a judge's grade is the quality only of
+# a run the person did not rate (see registry/services.py).
+QUALITY_THUMBS = "thumbs"
+QUALITY_JUDGE = "judge"
+QUALITY_SOURCES = (QUALITY_THUMBS, QUALITY_JUDGE)
+
+
+def quality_source(entry: dict[str, Any]) -> str | None:
+    """Who gave the entry's `quality_score`: "thumbs" or "judge"; None when it has none. An entry filed before
+    sources were kept has the thumbs' score: they were the only source then."""
+    if entry.get("quality_score") is None:
+        return None
+    source = entry.get("quality_source")
+    return source if source in QUALITY_SOURCES else QUALITY_THUMBS
+
 
 @dataclass(frozen=True)
 class ProfileStats:
@@ -15,6 +30,9 @@ class ProfileStats:
     avg_duration_ms: float = 0.0
     avg_tool_calls: float = 0.0
     avg_quality: float = 0.0
+    # How many of the entries behind `avg_quality` each source gave.
+    quality_thumbs: int = 0
+    quality_judged: int = 0
     error_rate: float = 0.0
     trend: float = 0.0
     sample_size: int = 0
@@ -46,17 +64,28 @@ def compute_stats(window: list[dict[str, Any]]) -> ProfileStats:
         if entry.get("intent"):
             intents[entry["intent"]] += 1
     qualities = [float(entry["quality_score"]) for entry in window if entry.get("quality_score") is not None]
+    sources = Counter(quality_source(entry) for entry in window)
     return ProfileStats(
         success_rate=_success_rate(window),
         avg_duration_ms=_mean([float(entry.get("duration_ms") or 0) for entry in window]),
         avg_tool_calls=_mean([float(entry.get("tool_calls") or 0) for entry in window]),
         avg_quality=_mean(qualities),
+        quality_thumbs=sources[QUALITY_THUMBS],
+        quality_judged=sources[QUALITY_JUDGE],
         error_rate=sum(1 for entry in window if (entry.get("tool_errors") or 0) > 0) / len(window),
         trend=trend,
         sample_size=len(window),
         top_tools=tools.most_common(10),
         top_intents=intents.most_common(5),
     )
+
+
+def quality_figure(stats: ProfileStats) -> str:
+    """The mean quality and how many entries each source gave, e.g. "0.72 (5 thumbs, 3 judged)"; empty when no
+    entry has one (no quality is not a quality of 0)."""
+    if not stats.quality_thumbs + stats.quality_judged:
+        return ""
+    return f"{stats.avg_quality:.2f} ({stats.quality_thumbs} thumbs, {stats.quality_judged} judged)"
 
 
 def trend_direction(trend: float) -> int:

@@ -147,7 +147,8 @@ def test_a_profiles_page_shows_every_figure_of_its_stats_computed_from_its_windo
     assert figures["success_rate"] == "50%"
     assert figures["avg_duration"] == "2.5 s"  # (1000 + 3000 + 2000 + 4000) / 4 ms
     assert figures["avg_tool_calls"] == "1.25"  # 5 calls over 4 runs
-    assert figures["avg_quality"] == "50%"  # a thumbs up and a thumbs down
+    # A thumbs up and a thumbs down (entries without a source are the thumbs', the only source before the judge).
+    assert figures["avg_quality"] == "0.50 (2 thumbs, 0 judged)"
     assert figures["error_rate"] == "25%"  # one run of four had a failing tool call
     assert figures["trend"] == "↑ +100%"
     assert figures["trend_meaning"] == (

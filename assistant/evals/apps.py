@@ -12,4 +12,4 @@ class AssistantEvalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from assistant.evals import replays  # noqa: F401  (grades a replay when it ends)
+        from assistant.evals import quality, replays  # noqa: F401  (grades a replay when it ends; judges its recording)
