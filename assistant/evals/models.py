@@ -77,6 +77,9 @@ class EvalRun(models.Model):
     # What each case is compared with: "recorded" (the recording, graded the same way) or an earlier eval
     # run's number.
     baseline = models.CharField(max_length=40, default="recorded")
+    # Each case's baseline pass and score, by case id ({"12": [true, 1.0]}): worked out once (a judge of the
+    # recording is a model call) and kept, however often the report is shown.
+    baseline_grades = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.RUNNING)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")

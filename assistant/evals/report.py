@@ -15,16 +15,21 @@ REGRESSION, IMPROVEMENT, SAME = "regression", "improvement", "same"
 
 
 def _baseline(eval_run: EvalRun) -> dict[int, tuple[bool | None, float | None]]:
-    """Each case's baseline pass and score."""
-    cases = {result.case_id: result.case for result in eval_run.results.select_related("case")}
-    if eval_run.baseline == "recorded":
-        found: dict[int, tuple[bool | None, float | None]] = {}
+    """Each case's baseline pass and score: the recording graded as the replays are, or an earlier eval run's
+    results. The recording's grades are kept on the eval run the first time (a judge is a model call each)."""
+    if eval_run.baseline != "recorded":
+        earlier = EvalResult.objects.filter(eval_run_id=int(eval_run.baseline), status=EvalResult.Status.GRADED)
+        return {result.case_id: (result.passed, result.score) for result in earlier.order_by("candidate")}
+    kept = {int(case_id): (grades[0], grades[1]) for case_id, grades in (eval_run.baseline_grades or {}).items()}
+    cases = {result.case_id: result.case for result in eval_run.results.select_related("case")
+             if result.case_id not in kept}
+    if cases:
         for case_id, case in cases.items():
             passed, score, _grades = grade_all(case.expectations or {}, Replayed.of_recording(case.recording))
-            found[case_id] = (passed, score)
-        return found
-    earlier = EvalResult.objects.filter(eval_run_id=int(eval_run.baseline), status=EvalResult.Status.GRADED)
-    return {result.case_id: (result.passed, result.score) for result in earlier.order_by("candidate")}
+            kept[case_id] = (passed, score)
+        eval_run.baseline_grades = {str(case_id): list(grades) for case_id, grades in kept.items()}
+        EvalRun.objects.filter(pk=eval_run.pk).update(baseline_grades=eval_run.baseline_grades)
+    return kept
 
 
 def _change(before: bool | None, now: bool | None) -> str:
