@@ -142,7 +142,7 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
     replay = replay_settings(parent.config or {})
     if replay is not None:
         # A member asked in a replay replays too: from the recordings of that member's runs.
-        config["replay"] = member_replay(replay, spec)
+        config["replay"] = member_replay(replay, spec, task)
     return AgentRun.objects.create(
         owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent, channel=parent.channel,
         root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, model=str(config["model"]),

@@ -71,11 +71,13 @@ def replay_settings(config: dict[str, Any]) -> dict[str, Any] | None:
     return replay if isinstance(replay, dict) else None
 
 
-def member_replay(replay: dict[str, Any], spec: str) -> dict[str, Any]:
-    """The replay settings of a member `spec` asked by a replaying run: the recordings of that member's runs
-    under the asking run's recordings."""
+def member_replay(replay: dict[str, Any], spec: str, task: str = "") -> dict[str, Any]:
+    """The replay settings of a member `spec` asked `task` by a replaying run: the recordings of that
+    member's runs under the asking run's recordings, those asked the very same task first (a run that asked
+    two members of one spec gets each its own answers, when the tasks read as recorded)."""
     found = [step["member_run"] for recording in replay.get("recordings") or []
              for step in recording.get("steps") or []
              if isinstance(step, dict) and isinstance(step.get("member_run"), dict)
              and step["member_run"].get("spec") == spec]
+    found.sort(key=lambda recording: recording.get("task") != task)  # stable: the same task first
     return {**{key: value for key, value in replay.items() if key != "recordings"}, "recordings": found}

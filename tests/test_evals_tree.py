@@ -2,8 +2,8 @@
 answered from the recording of that member's run, so the member's tool calls run no view either; a member
 that calls other arguments gets no recorded answer. Recorded and replayed through the real worker.
 
-A case is graded on its top run's own calls only (assistant/evals/replays.py, `replayed_of`): a member's
-deviation shows on the member's own step but does not fail the case yet, which the strict xfail below holds.
+A case is graded on its tree's calls: each member's right after the step that asked it, so a member's
+deviation fails its case, named with the member.
 
 The society is the test settings' own (tests/settings.py): `test-asker` may ask `test-clerk`, which creates
 tasks. Every spec's model is the fake provider, which answers the calls in the order they are made: the
@@ -108,9 +108,6 @@ def test_a_member_that_calls_other_arguments_gets_no_recorded_answer_and_creates
     assert result.status == EvalResult.Status.GRADED
 
 
-# Strict: the day the graders read the whole tree this passes, and the mark must go.
-@pytest.mark.xfail(strict=True, reason="the graders read only the top run's own calls (assistant/evals/replays.py "
-                                       "replayed_of): a member's deviation does not fail its case yet")
 def test_a_member_that_calls_other_arguments_fails_its_case_naming_the_deviation(
     tree_case: EvalCase, fake_openai: FakeOpenAIServer
 ) -> None:

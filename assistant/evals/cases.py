@@ -83,17 +83,24 @@ def recording_of(run: AgentRun) -> dict[str, Any]:
     return _recording(run, members)
 
 
-def tool_calls_of(recording: dict[str, Any]) -> list[dict[str, Any]]:
-    """The recording's own tool calls, in order: its trajectory (a member's are in its own recording). The
-    planning tool is left out (a plan is how the run went about it, not what it did), and a member asked is
-    expected by the member alone: the words of its task are the model's own each time."""
-    calls = []
+def tool_calls_of(recording: dict[str, Any], *, member: str = "") -> list[dict[str, Any]]:
+    """The recording's tool calls, in order, its tree's included: each member's calls right after the step
+    that asked it, marked with the member (`"member": spec`). The planning tool is left out (a plan is how
+    the run went about it, not what it did), and the asking itself is expected by the member alone: the
+    words of a task are the model's own each time."""
+    calls: list[dict[str, Any]] = []
     for step in recording.get("steps", []):
         if step.get("kind") != AgentStep.Kind.TOOL_CALL or step.get("tool") == PLAN_TOOL:
             continue
         asked_member = str(step.get("tool", "")).startswith(DELEGATION_PREFIX)
-        calls.append({"tool": step["tool"]} if asked_member else
-                     {"tool": step["tool"], "arguments": step.get("arguments") or {}})
+        call: dict[str, Any] = {"tool": step["tool"]} if asked_member else {"tool": step["tool"],
+                                                                             "arguments": step.get("arguments") or {}}
+        if member:
+            call["member"] = member
+        calls.append(call)
+        below = step.get("member_run")
+        if isinstance(below, dict):
+            calls.extend(tool_calls_of(below, member=str(below.get("spec") or "")))
     return calls
 
 

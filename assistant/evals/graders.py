@@ -39,6 +39,7 @@ class Call:
     tool: str
     arguments: Any
     status: str = ""
+    member: str = ""  # the member whose call it is ("" for the top run's own)
 
 
 @dataclass
@@ -56,13 +57,24 @@ class Replayed:
     def of_recording(cls, recording: dict[str, Any]) -> Replayed:
         steps = [step for step in recording.get("steps") or [] if isinstance(step, dict)]
         return cls(
-            calls=[Call(str(step.get("tool", "")), step.get("arguments") or {}, str((step.get("result") or {})
-                                                                                    .get("status", "")))
-                   for step in steps if step.get("kind") == "tool_call"],
-            reply=str(recording.get("reply") or ""), steps=len(steps),
+            calls=_recorded_tree_calls(recording), reply=str(recording.get("reply") or ""), steps=len(steps),
             total_tokens=int((recording.get("usage") or {}).get("total_tokens") or 0),
             duration_ms=recording.get("duration_ms"), status=str(recording.get("status") or "succeeded"),
         )
+
+
+def _recorded_tree_calls(recording: dict[str, Any], member: str = "") -> list[Call]:
+    """A recording's calls as a replay's are read: each member's right after the step that asked it."""
+    calls = []
+    for step in recording.get("steps") or []:
+        if not isinstance(step, dict) or step.get("kind") != "tool_call":
+            continue
+        calls.append(Call(str(step.get("tool", "")), step.get("arguments") or {},
+                          str((step.get("result") or {}).get("status", "")), member))
+        below = step.get("member_run")
+        if isinstance(below, dict):
+            calls.extend(_recorded_tree_calls(below, str(below.get("spec") or "")))
+    return calls
 
 
 @dataclass
@@ -87,7 +99,7 @@ class Grader:
 def _matches(expected: dict[str, Any], call: Call, by_arguments: bool) -> bool:
     """The same tool, and (matching by arguments) equal arguments; an expected call that names no arguments
     matches any."""
-    if expected.get("tool") != call.tool:
+    if expected.get("tool") != call.tool or str(expected.get("member", "")) != call.member:
         return False
     if "arguments" not in expected:
         return True
@@ -97,10 +109,11 @@ def _matches(expected: dict[str, Any], call: Call, by_arguments: bool) -> bool:
 
 def _shown(call: Call | dict[str, Any]) -> str:
     if isinstance(call, Call):
-        tool, arguments = call.tool, call.arguments
+        tool, arguments, member = call.tool, call.arguments, call.member
     else:
-        tool, arguments = str(call.get("tool", "")), call.get("arguments")
-    return f"{tool}({json.dumps(arguments or {}, sort_keys=True, ensure_ascii=False, default=str)[:200]})"
+        tool, arguments, member = str(call.get("tool", "")), call.get("arguments"), str(call.get("member", ""))
+    shown = f"{tool}({json.dumps(arguments or {}, sort_keys=True, ensure_ascii=False, default=str)[:200]})"
+    return f"{shown} by the member “{member}”" if member else shown
 
 
 class TrajectoryGrader(Grader):

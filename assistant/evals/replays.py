@@ -15,7 +15,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Sum
 from django.dispatch import Signal, receiver
 from django.utils import timezone
 
@@ -117,15 +116,25 @@ def _replay_start(result: EvalResult, case: EvalCase, candidate: Candidate) -> N
     run_enqueue(run.pk)
 
 
+def _tree_calls(run: AgentRun, members: dict[int, AgentRun], member: str = "") -> list[Call]:
+    calls = []
+    for step in run.steps.filter(kind=AgentStep.Kind.TOOL_CALL).order_by("seq"):
+        result = step.result or {}
+        calls.append(Call(step.tool_name, step.arguments, str(result.get("status", "")), member))
+        asked = result.get("child_run_id")
+        if isinstance(asked, int) and asked in members:
+            calls.extend(_tree_calls(members[asked], members, members[asked].spec))
+    return calls
+
+
 def replayed_of(run: AgentRun) -> Replayed:
-    """What a replay did, as the graders read it: its own tool calls, its reply, its figures with its members'."""
-    steps = list(run.steps.order_by("seq"))
-    tree_tokens = AgentRun.objects.filter(root=run).aggregate(total=Sum("total_tokens"))["total"] or 0
+    """What a replay did, as the graders read it: its tool calls, each member's right after the step that
+    asked it (as a case's recording lists them), its reply, and its figures with its members'."""
+    members = {below.pk: below for below in AgentRun.objects.filter(root=run)}
+    tree_tokens = sum(below.total_tokens for below in members.values())
     return Replayed(
-        calls=[Call(step.tool_name, step.arguments, str((step.result or {}).get("status", "")))
-               for step in steps if step.kind == AgentStep.Kind.TOOL_CALL],
-        reply=run.reply, steps=len(steps), total_tokens=run.total_tokens + int(tree_tokens),
-        duration_ms=run.duration_ms, status=run.status,
+        calls=_tree_calls(run, members), reply=run.reply, steps=run.steps.count(),
+        total_tokens=run.total_tokens + tree_tokens, duration_ms=run.duration_ms, status=run.status,
     )
 
 
