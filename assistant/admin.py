@@ -9,16 +9,18 @@ default would answer a yes-or-no question about any column, a run's stored sessi
 
 from __future__ import annotations
 
+import contextlib
 import csv
 from collections.abc import Iterator
 from datetime import date, datetime, time
 from typing import Any, cast
 
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
@@ -57,7 +59,35 @@ class AgentMessageInline(EvidenceAdminMixin, admin.TabularInline):
 
 
 #: The channels in the words staff read them in (the chat and run lists' filter and column).
-CHANNEL_WORDS: dict[str, str] = {Channel.PANEL.value: "Panel", Channel.MCP.value: "MCP (the person's own agent)"}
+CHANNEL_WORDS: dict[str, str] = {Channel.PANEL.value: "Panel", Channel.MCP.value: "MCP (the person's own agent)",
+                                  Channel.EVAL.value: "Eval replay"}
+
+
+def replay_banner(run: AgentRun) -> dict[str, Any] | None:
+    """What a replay's page says it is: the eval run, case and set it replays, with links to the eval run and
+    the recorded run. From the run's own `config["replay"]` ids: the evals app is optional, so the core imports
+    nothing of it, finds its models by name and its pages by URL name, and says only the ids without them."""
+    replay = run.config.get("replay") if run.channel == Channel.EVAL and isinstance(run.config, dict) else None
+    if not isinstance(replay, dict):
+        return None
+    case_id, eval_run_id = replay.get("case"), replay.get("eval_run")
+    banner: dict[str, Any] = {"case": case_id, "eval_run": eval_run_id, "eval_set": None, "eval_run_url": None,
+                              "recorded_run": None, "recorded_url": None}
+    try:
+        case_model = apps.get_model("assistant_evals", "EvalCase")
+    except LookupError:
+        case_model = None
+    if case_model is not None and isinstance(case_id, int):
+        case = case_model._default_manager.filter(pk=case_id).select_related("eval_set").first()
+        if case is not None:
+            banner["eval_set"] = case.eval_set.name
+            banner["recorded_run"] = case.source_run_id or case.source_run_number
+            if case.source_run_id is not None:
+                banner["recorded_url"] = reverse("admin:assistant_agentrun_change", args=[case.source_run_id])
+    if isinstance(eval_run_id, int):
+        with contextlib.suppress(NoReverseMatch):  # the evals app's pages are not there without it
+            banner["eval_run_url"] = reverse("admin:assistant_evals_evalrun_change", args=[eval_run_id])
+    return banner
 
 
 class ChannelFilter(admin.SimpleListFilter):
@@ -343,6 +373,7 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
                            change: bool = False, form_url: str = "", obj: AgentRun | None = None) -> Any:
         if obj is not None:
             context["timeline"] = run_timeline(obj)
+            context["replay_banner"] = replay_banner(obj)
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:

@@ -21,6 +21,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
+from assistant.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
@@ -29,7 +30,7 @@ from registry.services import profile_record_invocation
 
 pytestmark = pytest.mark.django_db
 
-APPS = ("assistant", "assistant_mcp", "registry")
+APPS = ("assistant", "assistant_mcp", "assistant_evals", "registry")
 HUGE = "9" * 40
 VALUES = (
     "\x00", "a\x00b", "x" * 100_000, "😀" * 5_000, HUGE, f"-{HUGE}", "9223372036854775808", "1e400", "nan", "-1", "0",
@@ -76,8 +77,19 @@ def records(alice: Any) -> dict[type, Any]:
         "run_id": run.pk, "status": "error", "duration_ms": 10, "tool_calls": 1, "tool_errors": 1,
         "tools_used": ["tracker_task_create"], "failed_tools": ["tracker_task_create"]})
     token = token_create(owner=alice, name="Laptop").token
+    eval_set = EvalSet.objects.create(name="groceries")
+    case = EvalCase.objects.create(eval_set=eval_set, source_run=run, source_run_number=run.pk, owner=alice,
+                                   owner_username="alice", spec="default", question="buy milk",
+                                   recording={"steps": [], "reply": "boom", "status": "failed"},
+                                   expectations={"reply": {"nonempty": True}}, reason="failed")
+    eval_run = EvalRun.objects.create(eval_set=eval_set, candidates=[{"label": "offline", "model": "offline"}])
+    result = EvalResult.objects.create(eval_run=eval_run, case=case, candidate="offline", status="graded",
+                                       passed=False, score=0.0, total_tokens=12, duration_ms=40, grades=[
+                                           {"grader": "reply", "passed": False, "score": 0.0, "detail": "",
+                                            "deviations": ["the reply lacks an answer"]}])
     return {AgentChat: chat, AgentRun: run, AgentMessage: message, AgentStep: step, AgentMemory: memory,
-            AgentPlan: plan, AgentProfile: profile, AccessToken: token}
+            AgentPlan: plan, AgentProfile: profile, AccessToken: token, EvalSet: eval_set, EvalCase: case,
+            EvalRun: eval_run, EvalResult: result}
 
 
 # The parameters the lists' filters and the links to them use (each list refuses those of the others), the
