@@ -42,9 +42,13 @@ def make_run(owner: Any, *, on: datetime.date, status: str = "succeeded", spec: 
              stop_reason: str = "", error: str = "", tools: tuple[tuple[str, str], ...] = ()) -> AgentRun:
     """A run created at noon of `on`, with one tool-call step per `(tool, result status)`."""
     chat = AgentChat.objects.create(owner=owner, spec=spec)
+    # Filed in its profile, as a run that ended is: otherwise a running worker's sweeper files it during
+    # the test, and its writes race the test database's emptying at the end (a deadlock).
+    ended = status not in AgentRun.ACTIVE_STATUSES
     run = AgentRun.objects.create(
         owner=owner, chat=chat, spec=spec, status=status, duration_ms=duration_ms, total_tokens=tokens,
         quality_score=quality, stop_reason=stop_reason, error=error,
+        profile_recorded_at=timezone.now() if ended else None,
     )
     noon = timezone.make_aware(datetime.datetime.combine(on, datetime.time(12)))
     AgentRun.objects.filter(pk=run.pk).update(created_at=noon)

@@ -15,6 +15,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from assistant.models import AgentChat, AgentMessage, AgentRun
 from assistant.payloads import message_payload
@@ -50,7 +51,10 @@ async def opened(tab: WebsocketCommunicator) -> WebsocketCommunicator:
 def finished_run(user: Any, *, reply: str = "Done.", status: str = AgentRun.Status.SUCCEEDED) -> AgentRun:
     """A run that ended (as the worker leaves one) with its reply in a chat of its own."""
     chat = AgentChat.objects.create(owner=user, title="earlier")
-    run = AgentRun.objects.create(owner=user, chat=chat, status=status, reply=reply)
+    # Filed in its profile, as the worker files a run it ends: otherwise a running worker's sweeper files it
+    # during the test, racing the test database's emptying at its end (a deadlock).
+    run = AgentRun.objects.create(owner=user, chat=chat, status=status, reply=reply,
+                                  profile_recorded_at=timezone.now())
     AgentMessage.objects.create(chat=chat, owner=user, role="user", content="question", run=run)
     AgentMessage.objects.create(chat=chat, owner=user, role="assistant", content=reply, run=run)
     return run
