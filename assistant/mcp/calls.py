@@ -91,8 +91,14 @@ def rate_check(caller: Caller, *, name: str, arguments: dict[str, Any], writes: 
 def token_chat(caller: Caller) -> AgentChat:
     """The chat the token's calls are recorded in: one per token, made with its first call (and again if
     the person deleted it)."""
+    chats = AgentChat.objects.for_user(caller.user)
+    if caller.token.chat_id:  # the usual case: the chat exists, and no lock is needed to find it
+        found = chats.filter(pk=caller.token.chat_id).first()
+        if found is not None:
+            return found
+    # Made under the token's lock, so two first calls at once make one chat.
     token = AccessToken.objects.select_for_update().get(pk=caller.token.pk)
-    chat = AgentChat.objects.for_user(caller.user).filter(pk=token.chat_id).first() if token.chat_id else None
+    chat = chats.filter(pk=token.chat_id).first() if token.chat_id else None
     if chat is None:
         chat = AgentChat.objects.create(owner=caller.user, spec=token.spec, channel=Channel.MCP,
                                         title=f"{token.name} (your agent)"[:200])
