@@ -147,6 +147,7 @@ def test_system_checks_name_each_problem(alice: Any) -> None:
     with register_temporarily():
         readable(Comment, name="test_unscoped", fields=["id", "body"])
         readable(Comment, name="test_bad_field", fields=["id", "nope"], scope=lambda user, qs: qs)
+        readable(Comment, name="test_bad_scope", fields=["id"], scope="for_nobody")
         tool(name="test_unguarded", description="Writes without a login.", method="POST")(unguarded)
         tool(name="test no spaces", description="x")(nudge)
 
@@ -158,7 +159,8 @@ def test_system_checks_name_each_problem(alice: Any) -> None:
 
         # A name with spaces is also one MCP cannot offer (the site installs assistant.mcp): W040.
         assert set(found) == {"assistant.W010", "assistant.E014", "assistant.W011", "assistant.E011",
-                              "assistant.E010", "assistant.E012", "assistant.W040"}
+                              "assistant.E010", "assistant.E012", "assistant.W040", "assistant.E017"}
+        assert "'test_bad_scope' has scope='for_nobody', which is no method of" in found["assistant.E017"][0]
         assert "test no spaces" in found["assistant.W040"][0]
         assert "test_unscoped" in found["assistant.W010"][0]
         assert "test_unscoped" not in _offered(alice)  # default deny

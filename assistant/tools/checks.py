@@ -1,4 +1,6 @@
-"""System checks for declared tools (assistant.E010… / W010… / I010), run by `manage.py check` and at start-up."""
+"""System checks for declared tools (assistant.E010… / W010…), run by `manage.py check` and at start-up; and,
+on request only, how each view tool was proved a read (assistant.I010):
+`manage.py check --deploy --tag assistant_tools`."""
 
 from __future__ import annotations
 
@@ -70,13 +72,7 @@ def _view_messages(definition: ViewTool) -> list[CheckMessage]:
             hint="The assistant cannot fill them; that is fine if they are truly optional.",
             obj=_where(definition), id="assistant.W012",
         ))
-    if definition.kind_basis == "proved" and definition.kind == "read":
-        messages.append(Info(
-            f"Tool {definition.name!r} is a read: {definition.kind_reason}. Reads are offered under the "
-            "restricted profile and run without a transaction.",
-            obj=_where(definition), id="assistant.I010",
-        ))
-    elif definition.kind_basis == "assumed":
+    if definition.kind_basis == "assumed":
         messages.append(Warning(
             f"Tool {definition.name!r} is treated as a write: {definition.kind_reason}. It is offered only "
             "where writes are allowed and is fired as a POST, in a transaction.",
@@ -103,6 +99,18 @@ def _read_messages(definition: ReadTool) -> list[CheckMessage]:
             hint="Pass scope=lambda user, qs: qs.filter(owner=user) (or the name of a queryset method).",
             obj=definition.model, id="assistant.W010",
         ))
+    elif isinstance(definition.scope, str):
+        # Read as the executor reads it (tools/reads.py): a method of the default manager's queryset.
+        queryset = definition.model._default_manager.all()
+        if not callable(getattr(queryset, definition.scope, None)):
+            messages.append(Error(
+                f"Read tool {definition.name!r} has scope={definition.scope!r}, which is no method of "
+                f"{label}'s queryset ({type(queryset).__name__}), so every read of it fails.",
+                hint=f"Define {definition.scope}(self, user) on the model's QuerySet and make it the default manager "
+                "(objects = MyQuerySet.as_manager(), or Manager.from_queryset(MyQuerySet)()), or pass "
+                "scope=lambda user, queryset: queryset.filter(owner=user).",
+                obj=definition.model, id="assistant.E017",
+            ))
     for name in [*definition.fields, *definition.search_fields, *(o.lstrip("-") for o in definition.ordering)]:
         try:
             model_field(definition.model, name)
@@ -115,7 +123,11 @@ def _read_messages(definition: ReadTool) -> list[CheckMessage]:
     return messages
 
 
-@register()
+# `manage.py check --tag assistant_tools` runs the tools' checks alone; with `--deploy`, the proofs too.
+TOOLS_TAG = "assistant_tools"
+
+
+@register(TOOLS_TAG)
 @needs_assistant_settings
 def check_tools(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """Every declared tool has a usable name, a description and, for views, a route and a schema."""
@@ -136,6 +148,24 @@ def check_tools(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         else:
             messages.extend(_read_messages(definition))
     return messages
+
+
+@register(TOOLS_TAG, deploy=True)
+@needs_assistant_settings
+def check_view_tool_kinds(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Each view tool proved a read, and how (I010). Every command a developer runs (runserver, migrate,
+    check) runs the system checks and prints every message they return, so news about tools that work is
+    kept to a run that asks for it — `--deploy`, which Django runs only on request — and the tag narrows
+    that run to the tools. What needs a fix (W013, a view taken as a write) is said by `check_tools` always."""
+    return [
+        Info(
+            f"Tool {definition.name!r} is a read: {definition.kind_reason}. Reads are offered under the "
+            "restricted profile and run without a transaction.",
+            obj=_where(definition), id="assistant.I010",
+        )
+        for definition in registry.all()
+        if isinstance(definition, ViewTool) and definition.kind_basis == "proved" and definition.kind == "read"
+    ]
 
 
 @register()

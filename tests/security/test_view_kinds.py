@@ -9,6 +9,7 @@ Everything else is a write: offered only where writes are, fired as a POST insid
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -151,14 +152,25 @@ def test_a_run_under_a_restricted_spec_cannot_fire_an_undeclared_function_view(
     assert not Effect.objects.exists()
 
 
-def test_manage_py_check_says_how_each_view_tool_was_classified() -> None:
+def _check_report(**options: Any) -> list[str]:
     out, err = io.StringIO(), io.StringIO()
-    call_command("check", stdout=out, stderr=err)
-    report = (out.getvalue() + err.getvalue()).splitlines()
+    call_command("check", stdout=out, stderr=err, **options)
+    return (out.getvalue() + err.getvalue()).splitlines()
 
-    def said(check_id: str) -> str:
-        return "\n".join(line for line in report if f"({check_id})" in line)
 
+def test_manage_py_check_says_how_each_view_tool_was_classified() -> None:
+    # Every command runs the checks: a plain one says only what needs a fix, never which reads were proved.
+    everyday = _check_report()
+    assert not [line for line in everyday if "(assistant.I010)" in line], everyday
+    # Asked for (`check --deploy --tag assistant_tools`), the tools' checks and the proofs, nothing else.
+    report = _check_report(deploy=True, tags=["assistant_tools"])
+    assert {check_id for line in report for check_id in re.findall(r"\((\w+\.\w+)\)", line)} <= {
+        "assistant.I010", "assistant.W013", "assistant.W015", "assistant.W016"}, report
+
+    def said(check_id: str, lines: list[str] = report) -> str:
+        return "\n".join(line for line in lines if f"({check_id})" in line)
+
+    assert said("assistant.W013") == said("assistant.W013", everyday)
     reads = said("assistant.I010")
     assert "'tracker_project_stats' is a read: it accepts only GET (require_GET)" in reads
     assert "'tracker_task_detail' is a read: TaskDetailView is Django's DetailView" in reads
