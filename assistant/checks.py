@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,8 +35,8 @@ def check_assistant_setting(app_configs: Any, **kwargs: Any) -> list[CheckMessag
     problem = settings_problem()
     if problem is None:
         return []
-    return [Error(problem, hint="Correct or remove the key; every key is listed in the README under "
-                  '"Configuration".', id="assistant.E026")]
+    return [Error(problem, hint="Correct or remove the key; every key is listed in the assistant's "
+                  "docs/configuration.md.", id="assistant.E026")]
 
 
 @register(Tags.database)
@@ -177,6 +178,52 @@ def check_installed_apps(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                 )
             )
     return messages
+
+
+# The files the dock's template loads; without them the button shows unstyled and does nothing.
+DOCK_STATIC_FILES = ("assistant/assistant.css", "assistant/dock.js")
+_STATIC_HINT = (
+    "Run `manage.py collectstatic` into STATIC_ROOT and serve it: WhiteNoise "
+    '("whitenoise.middleware.WhiteNoiseMiddleware" in MIDDLEWARE) or the web server in front, at STATIC_URL '
+    "(see the assistant's docs/deployment.md, \"Static files\")."
+)
+
+
+@register()
+def check_static_files(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """Only what settings prove: with DEBUG off (no `runserver` serves static files then), files kept on
+    this machine, and no WhiteNoise serving them from the apps' folders, the dock's files are served from
+    STATIC_ROOT or not at all. Under DEBUG, or with a storage elsewhere (S3, a CDN), nothing is said:
+    `runserver` serves them, and plain daphne's 404s cannot be seen from the settings."""
+    if settings.DEBUG or "django.contrib.staticfiles" not in settings.INSTALLED_APPS:
+        return []
+    whitenoise = "whitenoise.middleware.WhiteNoiseMiddleware" in list(getattr(settings, "MIDDLEWARE", []))
+    if whitenoise and getattr(settings, "WHITENOISE_USE_FINDERS", False):
+        return []
+    from django.core.files.storage import FileSystemStorage, storages
+
+    if not isinstance(storages["staticfiles"], FileSystemStorage):
+        return []
+    if not settings.STATIC_ROOT:
+        return [Warning(
+            "DEBUG is off and STATIC_ROOT is not set, so no collected static files exist: the assistant's CSS and "
+            "JS answer 404 and its dock shows unstyled and does nothing.",
+            hint=_STATIC_HINT, id="assistant.W024",
+        )]
+    root = Path(settings.STATIC_ROOT)
+    # Not collected yet (a release about to run collectstatic) is no fault; collected without the
+    # assistant's files is: they were collected before it was installed.
+    if not root.is_dir() or not any(root.iterdir()):
+        return []
+    missing = [name for name in DOCK_STATIC_FILES if not (root / name).is_file()]
+    if missing:
+        return [Warning(
+            f"STATIC_ROOT ({root}) holds collected files but not the assistant's ({', '.join(missing)}): "
+            "they answer 404 and its dock shows unstyled and does nothing.",
+            hint="Run `manage.py collectstatic` again (the files were collected before the assistant was "
+            "installed).", id="assistant.W024",
+        )]
+    return []
 
 
 @register()

@@ -198,3 +198,44 @@ def test_a_misspelt_model_or_embedder_is_reported_at_start_up() -> None:
         assert {"assistant.E004", "assistant.E005"} <= ids()
     with override_settings(ASSISTANT={"MODEL": "scripted:/no/such/script.json"}):
         assert "assistant.E004" in ids()
+
+
+# The dock's static files (W024): said only where the settings prove nothing serves them.
+
+NO_FINDERS = {"DEBUG": False, "WHITENOISE_USE_FINDERS": False, "STATIC_ROOT": None,
+              "STORAGES": {**settings.STORAGES,
+                           "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}}
+
+
+def test_debug_off_with_nothing_collected_or_served_from_the_apps_is_a_warning() -> None:
+    with override_settings(**NO_FINDERS):
+        warning = by_id("assistant.W024")
+    assert "STATIC_ROOT is not set" in warning.msg and "404" in warning.msg
+    assert "collectstatic" in warning.hint and "WhiteNoise" in warning.hint
+
+
+@pytest.mark.parametrize("working", [
+    {"DEBUG": True},  # runserver serves them; plain daphne's 404s cannot be seen from settings
+    {"WHITENOISE_USE_FINDERS": True},  # WhiteNoise serves them from the apps' folders
+    {"STORAGES": {**settings.STORAGES,  # kept elsewhere (S3, a CDN): nothing to look at here
+                  "staticfiles": {"BACKEND": "django.core.files.storage.InMemoryStorage"}}},
+], ids=["debug", "whitenoise-finders", "remote-storage"])
+def test_setups_that_serve_the_dock_s_files_get_no_warning(working: dict[str, Any]) -> None:
+    with override_settings(**{**NO_FINDERS, **working}):
+        assert "assistant.W024" not in ids()
+
+
+def test_a_static_root_collected_before_the_assistant_was_installed_is_a_warning(tmp_path: Any) -> None:
+    from django.core.management import call_command
+
+    root = tmp_path / "static"
+    with override_settings(**{**NO_FINDERS, "STATIC_ROOT": str(root)}):
+        # Not collected yet (a release about to run collectstatic): no fault.
+        assert "assistant.W024" not in ids()
+        (root / "admin").mkdir(parents=True)
+        (root / "admin" / "base.css").write_text("/* collected earlier */")
+        warning = by_id("assistant.W024")
+        assert "assistant/assistant.css" in warning.msg and "collectstatic" in warning.hint
+        call_command("collectstatic", interactive=False, verbosity=0)
+        assert (root / "assistant" / "dock.js").is_file()
+        assert "assistant.W024" not in ids()
