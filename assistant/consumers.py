@@ -25,6 +25,7 @@ from assistant import selectors, services
 from assistant.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
 from assistant.conf import assistant_settings
 from assistant.events import bounded, current_event_seq, user_group
+from assistant.page_context import BadPage, page_context, suggestions
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.plans.record import plan_payload
 
@@ -153,7 +154,7 @@ def _frame_problem(content: Any) -> str | None:
 
 
 def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,
-               sent_from: SentFrom | None) -> dict[str, Any] | None:
+               sent_from: SentFrom | None, page: str | None = None) -> dict[str, Any] | None:
     """Store the message and its queued run, then start the run and announce it (services.chat_send).
 
     When the rows are stored but Redis refuses what follows the commit (starting the run, announcing
@@ -168,7 +169,7 @@ def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, 
     try:
         with transaction.atomic():  # so that what runs on commit fails here, after `sent` is known
             sent = services.chat_send(user=user, content=content, chat_id=chat_id, new_chat=new_chat,
-                                      request_id=request_id, sent_from=sent_from)
+                                      request_id=request_id, sent_from=sent_from, page=page)
     except UNAVAILABLE_ERRORS:
         if sent is None:
             raise
@@ -177,6 +178,21 @@ def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, 
         return run_event("assistant.sent", sent.run, chat=chat_payload(sent.chat, latest=sent.message),
                          message=message_payload(sent.message), run=run_payload(sent.run), request_id=request_id)
     return None
+
+
+def _page_answer(user: Any, page: Any, chat_id: int | None, sent_from: SentFrom | None) -> dict[str, Any]:
+    """`assistant.page_context`: what the assistant sees of `page` (null: nothing) and what it suggests
+    there, under the spec of the chat `chat_id` (new chats' spec without it)."""
+    try:
+        seen = page_context(user, page, sent_from=sent_from) if page is not None else None
+    except BadPage as exc:
+        raise BadRequest("bad_page", str(exc)) from None
+    chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else None
+    spec = chat.spec if chat is not None else assistant_settings.SPEC
+    offered = [suggestion.as_data() for suggestion in suggestions(user, spec, seen)]
+    return {"type": "assistant.page_context", "page": page,
+            "about": {"text": seen.about, "kind": seen.kind, "id": seen.id} if seen is not None else None,
+            "suggestions": offered}
 
 
 def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, limit: int = LOAD_LIMIT_DEFAULT,
@@ -374,6 +390,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             "assistant.chats": self.on_chats,
             "assistant.chat_rename": self.on_chat_rename,
             "assistant.chat_delete": self.on_chat_delete,
+            "assistant.page": self.on_page,
         }
         handler = handlers.get(content["type"])
         request_id = content.get("request_id")
@@ -417,7 +434,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         try:
             stored = await database_sync_to_async(_chat_send)(
                 self.user, content=text, chat_id=chat_id, new_chat=new_chat, request_id=content.get("request_id"),
-                sent_from=self.sent_from,
+                sent_from=self.sent_from, page=content.get("page"),
             )
         except SessionEnded:
             await self._end_session()
@@ -425,6 +442,11 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         if stored is not None:
             await self.send_json(stored)
             raise Unavailable(UNAVAILABLE_SAVED)
+
+    async def on_page(self, content: dict[str, Any]) -> None:
+        chat_id = _id(content, "chat_id", required=False)
+        answer = await database_sync_to_async(_page_answer)(self.user, content.get("page"), chat_id, self.sent_from)
+        await self.send_json({**answer, "request_id": content.get("request_id")})
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
         run_id = _id(content, "run_id", required=True)

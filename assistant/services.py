@@ -31,6 +31,7 @@ from assistant.lifecycle import (
     run_start,
 )
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
+from assistant.page_context import BadPage, page_context
 from assistant.payloads import (
     chat_payload,
     feedback_payload,
@@ -73,7 +74,7 @@ class Sent:
 @transaction.atomic
 def chat_send(
     *, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False, request_id: Any = None,
-    sent_from: SentFrom | None = None,
+    sent_from: SentFrom | None = None, page: str | None = None,
 ) -> Sent:
     """Store the person's message and a queued run, and start the run after commit. `request_id`, if the
     client sent one, is echoed on the `assistant.sent` event so the sender can match it to its run.
@@ -84,6 +85,10 @@ def chat_send(
 
     One active run per chat: while a run works on a chat, a new message there is refused; a run
     waiting for the person's confirmation is superseded (cancelled, its pending action declined).
+
+    `page` is the path of the page the person asked from: its object, read now as the person (see
+    assistant/page_context/), is kept on the run and given to the model as data; a page whose object
+    they cannot open gives nothing. A `page` that is no path at all is refused (`bad_page`).
     """
     text = (content or "").strip()
     if not readable_text(text, multiline=True):  # only invisible characters is as empty as nothing
@@ -94,6 +99,10 @@ def chat_send(
     recent = AgentRun.objects.filter(owner=user, created_at__gte=timezone.now() - timedelta(minutes=1)).count()
     if recent >= assistant_settings.RUNS_PER_MINUTE:
         raise Refused("rate_limited", "You are sending messages faster than the assistant accepts; wait a minute.")
+    try:  # read before any lock is taken: it goes through the site's middleware as the person
+        seen = page_context(user, page, sent_from=sent_from) if page is not None else None
+    except BadPage as exc:
+        raise Refused("bad_page", str(exc)) from None
 
     # NO KEY UPDATE: a second send, a rename or a delete waits for this one, but a worker adding its reply
     # to the chat (a key-share lock on it) while it holds its run's row does not: with a plain FOR UPDATE
@@ -122,7 +131,10 @@ def chat_send(
         if not chat.title:
             chat.title = readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS)
 
-    run = run_start(owner=user, chat=chat, spec=chat.spec, config=run_config(spec=chat.spec), sent_from=sent_from)
+    config = run_config(spec=chat.spec)
+    if seen is not None:
+        config["page"] = seen.as_data()
+    run = run_start(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
     message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
     # Marks it the person's current chat (updated_at), and its newest activity is this message.
     chat.last_activity_at = message.created_at

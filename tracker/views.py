@@ -23,7 +23,7 @@ from django.views.generic import CreateView, DeleteView, DetailView, ListView, U
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
-from assistant.tools import tool
+from assistant.tools import shows, tool
 from tracker.forms import CommentForm, ProjectArchiveForm, ProjectForm, TaskForm, TaskUpdateForm
 from tracker.models import Project, Task, TaskQuerySet
 
@@ -98,6 +98,9 @@ class ProjectCreateView(LoginRequiredMixin, CreateView):
         return response
 
 
+# Its queryset is the person's own (get_queryset), so it names no model: @shows tells the assistant which
+# object its page shows, for "archive this" asked here.
+@shows(Project)
 class ProjectDetailView(_KeepsUpMixin, LoginRequiredMixin, DetailView):
     template_name = "tracker/project_detail.html"
     region_template = "tracker/_project.html"
@@ -169,8 +172,10 @@ class ProjectDeleteView(LoginRequiredMixin, _OwnerOnlyMixin, DeleteView):
         return response
 
 
+@shows(Project)
 @tool(
     name="tracker_project_archive",
+    suggest="Archive this project",
     form=ProjectArchiveForm,
     descriptions={"pk": "Id of the project."},
     description="Archive a project you own (archived=true) or bring it back (archived=false).",
@@ -191,8 +196,10 @@ def project_archive(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect(project)
 
 
+@shows(Project)
 @tool(
     name="tracker_project_stats",
+    suggest="Show this project's stats",
     descriptions={"pk": "Id of the project."},
     description="Counts of a project's tasks by status (to do, in progress, done) and how many are overdue.",
 )
@@ -300,8 +307,10 @@ class TaskUpdateView(LoginRequiredMixin, UpdateView):
         return super().form_valid(form)
 
 
+@shows(Task)
 @tool(
     name="tracker_task_complete",
+    suggest="Mark this task done",
     method="POST",
     descriptions={"pk": "Id of the task."},
     description="Mark a task as done. Needs the task's id (find it with tracker_task_list, searching by title).",

@@ -74,6 +74,9 @@ def _recording(run: AgentRun, members: dict[int, AgentRun]) -> dict[str, Any]:
     }
     if run.parent_id is not None:
         recorded["task"] = run.task
+    page = (run.config or {}).get("page")
+    if page:  # what the page showed then: a replay is told the same, never reads the page again
+        recorded["page"] = page
     return recorded
 
 

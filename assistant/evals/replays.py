@@ -103,6 +103,8 @@ def _replay_start(result: EvalResult, case: EvalCase, candidate: Candidate) -> N
     if candidate.instructions:
         config["instructions"] = candidate.instructions
     config["replay"] = {"recordings": [case.recording], "case": case.pk, "eval_run": result.eval_run_id}
+    if case.recording.get("page"):
+        config["page"] = case.recording["page"]
     chat = AgentChat.objects.create(owner=case.owner, spec=spec, channel=Channel.EVAL,
                                     title=f"Replay of case {case.pk} ({case.eval_set.name}, {candidate.label})"[:200])
     for message in case.conversation:

@@ -16,6 +16,7 @@ from assistant.tools.registry import (
     register_temporarily,
     registry,
 )
+from assistant.tools.shows import shows
 
 __all__ = [
     "PROFILES",
@@ -34,6 +35,7 @@ __all__ = [
     "register_temporarily",
     "registry",
     "resolve_scope",
+    "shows",
     "tool",
     "tools_for",
 ]

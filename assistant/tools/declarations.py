@@ -55,6 +55,9 @@ class ViewTool:
     #: write, because nothing shows it only reads); `kind_reason` says it in words.
     kind_basis: str = "declared"
     kind_reason: str = ""
+    #: Requests the panel suggests where this tool fits ("Archive this project"): on a page showing the
+    #: tool's object for tools addressed by it, in an empty chat otherwise (assistant/page_context/).
+    suggest: tuple[str, ...] = ()
 
     kind_of = "view"
 
@@ -201,6 +204,7 @@ def tool(
     fields: Sequence[str] | None = None,
     descriptions: dict[str, str] | None = None,
     describe: Callable[..., str] | None = None,
+    suggest: str | Sequence[str] | None = None,
 ) -> Callable[[Any], Any]:
     """Declare a view (function or class) as an assistant tool; returns the view unchanged.
 
@@ -221,9 +225,17 @@ def tool(
     view does, so that it names nothing the person could not open (Http404 or PermissionDenied: the card
     then names only what the model sent). Without it, class-based views are described from their own
     `get_object()` and `get_form()` as the person, other views from the description and the arguments.
+
+    `suggest` is a request (or several) the panel offers as a one-click suggestion where the tool fits:
+    "Archive this project" on the project's page, "List my projects" in an empty chat. Offered only to
+    people who may use the tool; without it a suggestion is derived where one can be (see
+    docs/page-context.md).
     """
     if describe is not None and not callable(describe):
         raise TypeError(f"@tool(describe=...) must be callable, not {type(describe).__name__}.")
+    suggestions = (suggest,) if isinstance(suggest, str) else tuple(suggest or ())
+    if not all(isinstance(text, str) and text.strip() for text in suggestions):
+        raise TypeError("@tool(suggest=...) takes a request as text, or a list of them.")
 
     def decorate(view: Any) -> Any:
         is_class = inspect.isclass(view)
@@ -247,6 +259,7 @@ def tool(
             fields=list(fields) if fields is not None else None,
             descriptions=dict(descriptions or {}),
             describe=describe,
+            suggest=tuple(" ".join(text.split()) for text in suggestions),
             kind_basis=basis,
             kind_reason=reason,
         )

@@ -478,3 +478,23 @@ def execute_tool(
         return ToolOutcome(str(name)[:64], "error", reason=_summary(exc))
     finally:
         _sent_from.reset(token)
+
+
+def read_rows(
+    user: Any, definition: ReadTool, filters: dict[str, Any], *, sent_from: SentFrom | None = None,
+) -> ToolOutcome:
+    """A declared read narrowed by `filters` the caller chose (not arguments a model sent, so they are not
+    validated against the read's parameters), as `user`, through the same middleware and scope as a read
+    the model asks for. The page the person has open is read this way (assistant/page_context/). Checks
+    that `user` may use the read at all; never raises."""
+    token = _sent_from.set(sent_from)
+    try:
+        why = refusal(user, definition, resolve_scope(None, "restricted"))
+        if why is not None:
+            return ToolOutcome(definition.name, "denied", reason=why)
+        return _read(definition, user, {**filters, "limit": 1})
+    except Exception as exc:
+        logger.exception("Assistant read %r failed", definition.name)
+        return ToolOutcome(definition.name, "error", reason=_summary(exc))
+    finally:
+        _sent_from.reset(token)

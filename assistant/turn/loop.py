@@ -65,7 +65,7 @@ from assistant.tools import Tool, execute_tool, tools_for
 from assistant.tools.describe import describe_call
 from assistant.tools.validation import validate_arguments
 from assistant.turn.confirmation import QUESTION, Decision, decide, declined_outcome
-from assistant.turn.context import chat_history, conversation_window, earlier_notes, system_prompt
+from assistant.turn.context import chat_history, conversation_window, earlier_notes, page_message, system_prompt
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import Heartbeat, LeaseLost
 from assistant.turn.limits import Limits, StopRun
@@ -334,7 +334,9 @@ class Turn:
             profile_line=profile_summary(owner=self.user, spec_name=spec),
         )
         notes = earlier_notes(memories=self._recall(conversation), summary=summary)  # data, never the system
-        return [Message.system(prompt), *notes, *conversation]
+        # The page the question was asked from, right before it (data too): what "this" and "here" mean.
+        page = page_message(self.config.get("page")) if not self.is_member else []
+        return [Message.system(prompt), *notes, *conversation[:-1], *page, *conversation[-1:]]
 
     def _summarise(self, messages: list[Message]) -> ModelResponse:
         assert self.model is not None
