@@ -64,13 +64,32 @@ class OfflineModel:
         return self._respond(messages, tools, text, calls, on_text_delta)
 
     def complete(self, messages: Sequence[Message], *, on_text_delta: TextDeltaCallback | None = None) -> ModelResponse:
-        """An extractive summary of the conversation (what the loop asks for when compacting)."""
-        said = [
-            f"{'User' if m.role == 'user' else 'Assistant'}: {' '.join(m.content.split())[:160]}"
-            for m in messages
-            if m.role in ("user", "assistant") and m.content.strip()
-        ]
-        text = "Summary of the earlier conversation:\n" + "\n".join(said[-12:]) if said else "Nothing to summarise."
+        """An extractive summary of the conversation (what the loop asks for when compacting): its last
+        exchanges, one line each, labelled by who said them.
+
+        The turn sends the messages to fold as one transcript of labelled lines ("User: …", "Assistant: …",
+        after "Earlier summary: …"); those labels are kept as they are, a line without one continues the
+        line before, and a message that is no transcript is labelled by its own role."""
+        heading, nothing = "Summary of the earlier conversation:", "Nothing to summarise."
+        said: list[list[str]] = []  # [who, what they said]
+        for message in messages:
+            if message.role not in ("user", "assistant"):
+                continue
+            own = "User" if message.role == "user" else "Assistant"
+            first = True
+            for raw in message.content.splitlines():
+                line = " ".join(raw.split()).removeprefix("Earlier summary: ")
+                if not line or line in (heading, nothing):
+                    continue
+                who, _, what = line.partition(": ")
+                if who in ("User", "Assistant") and what:
+                    said.append([who, what])
+                elif first or not said:
+                    said.append([own, line])
+                else:
+                    said[-1][1] += " " + line
+                first = False
+        text = f"{heading}\n" + "\n".join(f"{who}: {what[:160]}" for who, what in said[-12:]) if said else nothing
         return self._respond(messages, (), text, [], on_text_delta)
 
     # Deciding.
