@@ -287,10 +287,20 @@ def readable(
 ) -> ReadTool:
     """Make `model` readable by the assistant: a read tool over `fields`, limited by `scope`.
 
-    `scope(user, queryset)` returns the rows the user may read; a string names a queryset method
-    (e.g. `"for_user"`) called with the user. Without a scope the model is declared but never
-    readable (default deny; a system check warns). `search` lists the fields free text looks in
-    (default: the declared text fields).
+    `scope` says which rows each person may read, in one of two ways:
+
+    - a string names a method of the queryset the model's default manager gives, called with the
+      person: `scope="for_user"` reads `Task.objects.all().for_user(user)`. Define it on the model's
+      QuerySet and make that the manager (`objects = TaskQuerySet.as_manager()`, or
+      `Manager.from_queryset(TaskQuerySet)()`); a method on the Manager alone is not found (check
+      `assistant.E017` says so);
+    - a callable `scope(user, queryset) -> queryset` gets the person and every row of the default
+      manager and returns those they may read:
+      `scope=lambda user, books: books.filter(owner=user)`.
+
+    Without a scope the model is declared but never readable (default deny; check `assistant.W010`
+    warns). Only the scoped rows are read, and only `fields` of them. `search` lists the fields
+    free text looks in (default: the declared text fields).
     """
     meta = model._meta
     verbose = str(meta.verbose_name_plural)
