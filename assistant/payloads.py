@@ -8,6 +8,7 @@ from typing import Any
 from assistant.events import QUIET
 from assistant.markdown import render_markdown
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
+from assistant.page_context.read import PageContext
 from assistant.selectors import chat_latest_message
 from assistant.tools.declarations import ViewTool
 from assistant.tools.registry import registry
@@ -45,7 +46,16 @@ def message_payload(message: AgentMessage) -> dict[str, Any]:
         "run_id": message.run_id, "created_at": _time(message.created_at),
         "html": render_markdown(message.content) if is_reply else None,
         "feedback": feedback_payload(message.run) if is_reply and message.run_id is not None else None,
+        "about": _asked_about(message),
     }
+
+
+def _asked_about(message: AgentMessage) -> str | None:
+    """For a question asked from a page: what the assistant saw of it ("project “Home”"), from its run as
+    loaded with it (never a query of its own: null when the run was not loaded)."""
+    run = message._state.fields_cache.get("run") if message.role == AgentMessage.Role.USER else None
+    seen = PageContext.from_data((run.config or {}).get("page")) if run is not None else None
+    return seen.about if seen is not None else None
 
 
 def feedback_payload(run: AgentRun | None) -> dict[str, Any] | None:

@@ -144,6 +144,7 @@
     window.addEventListener("online", function () { self.reconnectNow(); });
     window.addEventListener("offline", function () { self.wentOffline(); });
     this.setUpChats();
+    if (this.setUpPage) this.setUpPage();
     setInterval(function () { self.refreshTimes(); }, 60000);
     this.connect();
   }
@@ -176,6 +177,7 @@
       }
       self.reload();
       self.listChats();
+      if (self.askPage) self.askPage();
     });
     socket.addEventListener("message", function (event) { self.handle(JSON.parse(event.data)); });
     socket.addEventListener("close", function (event) {
@@ -269,8 +271,12 @@
     var event = { type: "assistant.send", content: text, request_id: id };
     if (this.newChat) event.new_chat = true;
     else if (this.chatId !== null) event.chat_id = this.chatId;
+    var page = this.pageForSend ? this.pageForSend() : null;
+    if (page) event.page = page;
     this.mySends[id] = text;
-    return this.send(event);
+    var sent = this.send(event);
+    if (this.showSuggestions) this.showSuggestions();
+    return sent;
   };
 
   Conversation.prototype.retryLast = function () {
@@ -314,6 +320,7 @@
   Conversation.prototype.showEmpty = function () {
     this.thread.textContent = "";
     this.thread.appendChild(el("li", "assistant-empty", EMPTY_TEXT));
+    if (this.showSuggestions) this.showSuggestions();
   };
 
   Conversation.prototype.renderMessage = function (message) {
@@ -331,6 +338,8 @@
       body.textContent = message.content;
     }
     if (message.role === "assistant") node.appendChild(this.messageActions(message));
+    // A question asked from a page says which object "this" was, as the assistant saw it then.
+    if (message.role === "user" && message.about) node.appendChild(el("p", "assistant-message-about", "About: " + message.about));
     return node;
   };
 
@@ -676,6 +685,8 @@
     if (node) this.append(node);
     if (this.activeRun === runId) this.setActive(null);
     this.refreshRetry();
+    // What the run did may have changed the page's object (renamed, archived, deleted): ask again.
+    if (run && !run.member && this.askPage) this.askPage();
   };
 
   Conversation.prototype.reportChange = function (event) {
@@ -787,6 +798,7 @@
       case "assistant.feedback_saved": return this.feedbackSaved(event);
       case "assistant.sent": return this.sent(event);
       case "assistant.error": return this.error(event);
+      case "assistant.page_context": return this.showPageContext ? this.showPageContext(event) : undefined;
       case "assistant.resync":  // events were lost or withheld: redraw this chat from the server's rows
         return this.catchUp();
       default:
@@ -868,6 +880,7 @@
     var kind = requestKind(event);
     if (event.code === "unknown_type") {
       // A server without this part of the protocol: hide the control instead of offering what cannot work.
+      if (kind === "page") { if (this.pageBox) this.pageBox.hidden = true; this.page = null; return undefined; }
       if (kind === "chats" || kind === "rename" || kind === "delete") return this.disableChats();
       if (kind === "feedback") {
         this.root.classList.add("assistant-no-feedback");
@@ -947,6 +960,7 @@
     });
     if (!state.messages.length) this.showEmpty();
     else this.thread.appendChild(this.renderHistory(state.messages, runs));
+    if (this.showSuggestions) this.showSuggestions();
     this.oldestId = state.messages.length ? state.messages[0].id : undefined;
     this.hasMore = state.has_more === true;
     this.loadingOlder = false;
