@@ -16,13 +16,17 @@ from typing import Any
 from django.utils import timezone
 
 from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
+from .capabilities import asks_what_i_can_do, capabilities, example, purpose
+from .fields import field_values
+from .page import Page, asks_about, describe_page, person_and_page, pointed_kind, points
 from .results import MAX_ROWS_SHOWN, describe_row, match_rows, plural, read_outcome, row_id
-from .schema import Reference, ToolInfo, analyse_tools
-from .society import PLAN_TOOL, delegate, is_delegation, split_request
-from .text import Name, Request, action_of, read_request, stem, words
+from .schema import Reference, ToolInfo, analyse_tools, types_of
+from .society import PLAN_TOOL, delegate, is_delegation, members_reply, split_request
+from .text import ACTION_STEMS, Name, Request, action_of, read_request, stem, words
 
 MODEL_NAME = "offline-demo"
 MIN_SCORE = 2.0
+_INTRO = "Here is what I can do for you:"
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,16 @@ class Lookup:
     name: str
     tool: ToolInfo
     arguments: dict[str, Any]
+
+
+@dataclass
+class Step:
+    """The next thing to do for one request: calls to make, a wait for their results, or what to say."""
+
+    text: str = ""
+    calls: list[ToolCall] = field(default_factory=list)
+    waiting: bool = False
+    ok: bool = True  # False when it ended without doing what was asked (a refusal, a question, a failure)
 
 
 @dataclass
@@ -95,10 +109,11 @@ class OfflineModel:
     # Deciding.
 
     def _decide(self, messages: list[Message], tools: list[ToolSpec]) -> tuple[str, list[ToolCall]]:
-        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+        last_user, page = person_and_page(messages)
         if last_user is None:
-            return "Hello! Ask me to do something in this app.", []
-        request = read_request(messages[last_user].content, today=timezone.localdate())
+            return "Hello! Ask me to do something in this app, or ask what I can do.", []
+        text = messages[last_user].content
+        today = timezone.localdate()
         turn = messages[last_user + 1 :]
         results = {m.tool_call_id: m.content for m in turn if m.role == "tool"}
         made = [call for m in turn if m.role == "assistant" for call in m.tool_calls]
@@ -106,37 +121,40 @@ class OfflineModel:
         # A spec that may ask members hands them what its own tools do not cover (see society.py).
         own = [tool for tool in tools if not is_delegation(tool) and tool.name != PLAN_TOOL]
         infos = analyse_tools(own)
-        if any(is_delegation(tool) for tool in tools) and (len(split_request(messages[last_user].content)) > 1
-                                      or _choose_tool(request, infos) is None):
-            delegated = delegate(messages[last_user].content, made, results, tools, next_id)
-            if delegated is not None:
-                return delegated
+        request = read_request(text, today=today)
+        if any(is_delegation(tool) for tool in tools):
+            if asks_what_i_can_do(text) and not own:
+                return members_reply(tools), []
+            if len(split_request(text)) > 1 or _choose_tool(request, infos, page) is None:
+                delegated = delegate(text, made, results, tools, next_id)
+                if delegated is not None:
+                    return delegated
 
-        target = _choose_tool(request, infos)
-        if target is None:
-            return _capabilities(infos), []
-        plan = _plan(request, target, infos)
-        if plan.problem:
-            return plan.problem, []
-        for lookup in plan.lookups:
-            previous = _find_call(made, lookup.tool.name, lookup.arguments)
-            if previous is None:
-                return "", [ToolCall(f"call_offline_{next_id}", lookup.tool.name, lookup.arguments)]
-            if previous.id not in results:
-                return "", []  # the loop has not answered the call yet; nothing new to say
-            resolved, problem = _resolve(lookup, results[previous.id])
-            if problem:
-                return problem, []
-            plan.arguments[lookup.prop] = resolved
-        if plan.missing:
-            return _missing_reply(plan), []
-        previous = _find_call(made, target.name, plan.arguments)
-        if previous is None:
-            return "", [ToolCall(f"call_offline_{next_id}", target.name, plan.arguments)]
-        if previous.id not in results:
-            return "", []
-        shown = {**plan.arguments, **{lookup.prop: lookup.name for lookup in plan.lookups}}
-        return _reply(target, shown, results[previous.id], plan.qualifiers), []
+        if asks_what_i_can_do(text):
+            return capabilities(infos, _understood(infos), page=page, intro=_INTRO), []
+        if page is not None and asks_about(text) and _means_page(text, page):
+            return describe_page(page), []
+        parts = split_request(text)
+        if len(parts) > 1:
+            requests = [read_request(part, today=today) for part in parts]
+            unfit = [part for part, asked in zip(parts, requests, strict=True)
+                     if _choose_tool(asked, infos, page) is None]
+            if unfit:
+                return _beyond(unfit[0], infos, page, part_of=text), []
+            said: list[str] = []
+            for part, asked in zip(parts, requests, strict=True):
+                step = _step(asked, infos, page, made, results, next_id)
+                if step.calls or step.waiting:
+                    return "", step.calls
+                said.append(step.text)
+                if not step.ok:
+                    left = len(parts) - len(said)
+                    if left:
+                        said.append(f"I stopped there: nothing after “{part.rstrip('.')}” was tried.")
+                    break
+            return "\n\n".join(said), []
+        step = _step(request, infos, page, made, results, next_id)
+        return step.text, step.calls
 
     def _respond(
         self,
@@ -165,24 +183,120 @@ class OfflineModel:
         )
 
 
-def _score(request: Request, info: ToolInfo) -> float:
+def _step(
+    request: Request,
+    infos: list[ToolInfo],
+    page: Page | None,
+    made: list[ToolCall],
+    results: dict[str | None, str],
+    next_id: int,
+) -> Step:
+    """The next step of one request: look up the ids of records it names, call the tool, say what came of it."""
+    target = _choose_tool(request, infos, page)
+    if target is None:
+        return Step(_beyond(request.text, infos, page), ok=False)
+    plan = _plan(request, target, infos, page)
+    if plan.problem:
+        return Step(plan.problem, ok=False)
+    for lookup in plan.lookups:
+        previous = _find_call(made, lookup.tool.name, lookup.arguments)
+        if previous is None:
+            return Step(calls=[ToolCall(f"call_offline_{next_id}", lookup.tool.name, lookup.arguments)])
+        if previous.id not in results:
+            return Step(waiting=True)  # the loop has not answered the call yet; nothing new to say
+        resolved, problem = _resolve(lookup, results[previous.id])
+        if problem:
+            return Step(problem, ok=False)
+        plan.arguments[lookup.prop] = resolved
+    if plan.missing:
+        return Step(_missing_reply(plan, infos, page), ok=False)
+    previous = _find_call(made, target.name, plan.arguments)
+    if previous is None:
+        return Step(calls=[ToolCall(f"call_offline_{next_id}", target.name, plan.arguments)])
+    if previous.id not in results:
+        return Step(waiting=True)
+    shown = {**plan.arguments, **{lookup.prop: lookup.name for lookup in plan.lookups}}
+    content = results[previous.id]
+    ok = read_outcome(content).kind in ("done", "rows")
+    return Step(_reply(target, shown, content, plan.qualifiers), ok=ok)
+
+
+def _understood(infos: list[ToolInfo]) -> Any:
+    """Whether the model maps a request to a tool with nothing missing: how examples are checked."""
+    today = timezone.localdate()
+
+    def check(text: str, info: ToolInfo, page: Page | None) -> bool:
+        request = read_request(text, today=today)
+        if _choose_tool(request, infos, page) is not info:
+            return False
+        plan = _plan(request, info, infos, page)
+        return not plan.problem and not plan.missing
+
+    return check
+
+
+def _means_page(text: str, page: Page) -> bool:
+    kind = pointed_kind(text)
+    return kind is None or kind in page.kind_stems
+
+
+def _beyond(text: str, infos: list[ToolInfo], page: Page | None, part_of: str = "") -> str:
+    """Saying plainly that a request (or a part of one) is beyond the tools offered, and what they do."""
+    asked = " ".join(text.split()).rstrip(".")
+    if part_of:
+        intro = (f"I can't do this part of your request: “{asked}” — none of the tools offered to me does it, "
+                 "so I did nothing. I'm the offline demo model. I can:")
+    else:
+        intro = (f"I can't do that: none of the tools offered to me fits “{asked}”. I'm the offline demo model, "
+                 "so I only understand short requests that say what to do and to what. I can:")
+    return capabilities(infos, _understood(infos), page=page, intro=intro, with_names=True)
+
+
+def _score(request: Request, info: ToolInfo, page: Page | None = None) -> float:
+    """How well the tool fits; `page` is the record the request points at ("archive this"), if any."""
     score = 0.0
     if info.action and info.action in request.actions:
         score += 3
+    if info.verb and info.verb in request.stems:
+        score += 3  # the tool's own verb ("archive")
+    if not info.is_read and any(word in request.stems for words_ in info.flags.values() for word in words_):
+        score += 2  # "unarchive", "bring it back": a word the description says sets the tool's flag
     score += 2 * len(request.stems & set(info.nouns))
     score += len(request.stems & set(info.enum_values()))
     counted = set(info.nouns) | info.name_stems
     score += 0.5 * len((request.stems & info.description_stems) - counted)
+    # A hint, weaker than a word the person wrote: the page's kind is what "this" is.
+    if page is not None and (
+        page.is_kind(info.primary_noun) or any(not r.own and page.is_kind(r.noun) for r in info.references)
+    ):
+        score += 1
     return score
 
 
-def _choose_tool(request: Request, infos: list[ToolInfo]) -> ToolInfo | None:
-    scored = [(_score(request, info), info.is_read, -index, info) for index, info in enumerate(infos)]
+def _only_action(request: Request, info: ToolInfo) -> bool:
+    """Whether the tool fits by the action alone: no noun, verb, value or flag of it was named."""
+    named = set(info.nouns) | set(info.enum_values()) | {info.verb} | info.description_stems
+    return not (request.stems & named - ACTION_STEMS)
+
+
+def _pointed_page(request: Request, page: Page | None) -> Page | None:
+    """The page, when the request points at it ("this", "here", "it", "this project" on a project's page)."""
+    if page is None or not points(request.text):
+        return None
+    kind = pointed_kind(request.text)
+    return page if kind is None or kind in page.kind_stems or action_of(kind) else None
+
+
+def _choose_tool(request: Request, infos: list[ToolInfo], page: Page | None = None) -> ToolInfo | None:
+    pointed = _pointed_page(request, page)
+    scored = [(_score(request, info, pointed), info.is_read, -index, info) for index, info in enumerate(infos)]
     if not scored:
         return None
     score, _, _, best = max(scored, key=lambda item: item[:3])
     if score < MIN_SCORE:
         return None
+    if _only_action(request, best) and sum(1 for item in scored if item[0] == score) > 1:
+        return None  # "delete this" with no page, "what is this?": several tools fit as well; guess none
     writes = request.actions - {"list"}
     if writes and best.action not in writes:
         if best.is_read and "list" in request.actions and _only_values(request, best, writes):
@@ -197,7 +311,7 @@ def _only_values(request: Request, read: ToolInfo, writes: frozenset[str] | set[
     return bool(triggers) and triggers <= set(read.enum_values())
 
 
-def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo]) -> Plan:
+def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo], page: Page | None = None) -> Plan:
     arguments: dict[str, Any] = {}
     used: set[Name] = set()
     enums = target.enum_values()
@@ -208,10 +322,20 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo]) -> Plan:
     dates = target.date_fields()
     if request.date is not None and dates:
         arguments[dates[0]] = request.date.isoformat()
+    _apply_flags(request, target, arguments)
     qualifiers = _apply_definitions(request, target, arguments)
+    # "by Frank Herbert", "author 'X'", "with estimate hours 3": fields named in the request.
+    referenced = {reference.prop for reference in target.references}
+    for found in field_values(request.text, target, skip=referenced | set(arguments)):
+        arguments.setdefault(found.prop, found.value)
+        used.update(name for name in request.names if found.start <= name.start < found.end)
+    pointed = _pointed_page(request, page)
 
     lookups: list[Lookup] = []
     for reference in target.references:
+        if pointed is not None and pointed.is_kind(reference.noun) and not _names_one(request, reference, used):
+            arguments[reference.prop] = pointed.id  # "archive this", "add a task here": the page's record
+            continue
         if target.is_read and reference.own and target.search_field:
             continue  # a read finds its own records by name through its search; no id lookup first
         number = next((value for noun, value in request.numbers if noun == reference.noun), None)
@@ -243,15 +367,44 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo]) -> Plan:
             )
         lookups.append(Lookup(reference.prop, reference.noun, name.text, reader, _lookup_arguments(reader, name.text)))
 
-    leftover = [name for name in request.names if name not in used and name.quoted]
-    if target.text_field and leftover:
+    if pointed is not None and not any(pointed.is_kind(r.noun) for r in target.references):
+        own = next((r for r in target.references if r.own and r.prop not in arguments), None)
+        if own is not None and not any(lookup.prop == own.prop for lookup in lookups):
+            return Plan(target, arguments, [], [], problem=(
+                f"I can't do that with {pointed.name()}: “{purpose(target)}” works on a {own.noun}, and this "
+                f"page shows a {pointed.kind}."
+            ))
+    free = [name for name in request.names if name not in used]
+    leftover = [name for name in free if name.quoted]
+    if target.action == "create" and not leftover:
+        # "add a book Dune": the capitalised name right after the tool's own noun is the new record's.
+        leftover = [name for name in free if name.noun == target.primary_noun and name.preposition is None]
+    if target.text_field and leftover and target.text_field not in arguments:
         arguments[target.text_field] = leftover[0].text
         used.add(leftover[0])
-    elif target.is_read and target.search_field and leftover:
-        arguments[target.search_field] = leftover[0].text
+    elif target.is_read and target.search_field and target.search_field not in arguments:
+        searched = leftover or [name for name in free if name.preposition is None]
+        if searched:
+            arguments[target.search_field] = searched[0].text
     looked_up = {lookup.prop for lookup in lookups}
     missing = [prop for prop in target.required if prop not in arguments and prop not in looked_up]
     return Plan(target, arguments, lookups, missing, qualifiers=qualifiers)
+
+
+def _names_one(request: Request, reference: Reference, used: set[Name]) -> bool:
+    """Whether the request names a record for this argument itself (a number or a name of its kind)."""
+    if any(noun == reference.noun for noun, _ in request.numbers):
+        return True
+    return any(name.noun == reference.noun for name in request.names if name not in used)
+
+
+def _apply_flags(request: Request, target: ToolInfo, arguments: dict[str, Any]) -> None:
+    """Booleans the request's words set ("archive" -> archived=true, "unarchive" -> false)."""
+    for prop, setters in target.flags.items():
+        said = [value for word, value in setters.items() if word in request.stems]
+        if said:
+            # A word that clears the flag wins: "bring it back" may come with the flag's own word.
+            arguments.setdefault(prop, all(said))
 
 
 def _apply_definitions(request: Request, target: ToolInfo, arguments: dict[str, Any]) -> list[str]:
@@ -285,7 +438,10 @@ def _name_for(reference: Reference, request: Request, target: ToolInfo, used: se
             return quoted[0]
         bare = [name for name in free if not name.quoted and name.preposition is None and name.noun is None]
         return bare[0] if bare else None
-    # A related record: "in Home", "to 'Work'".
+    # A related record: "in Home", "to 'Work'". A write's optional one only when named by its kind: in
+    # "change the task 'A' to 'B'", 'B' is the new title, not an assignee.
+    if not target.is_read and reference.prop not in target.required:
+        return None
     placed = [name for name in free if name.preposition is not None and name.noun is None]
     return placed[0] if placed else None
 
@@ -327,11 +483,34 @@ def _resolve(lookup: Lookup, content: str) -> tuple[Any, str]:
     return row_id(matches[0]), ""
 
 
-def _missing_reply(plan: Plan) -> str:
+def _missing_reply(plan: Plan, infos: list[ToolInfo], page: Page | None = None) -> str:
+    """Asking for what is missing in the person's words: "Which book (its id)?", not "pk"."""
     target = plan.target
-    needs = ", ".join(plan.missing)
-    hint = " Put names in quotes, e.g. 'Buy milk'." if target.text_field in plan.missing else ""
-    return f"To {_purpose(target)} I need: {needs}.{hint}"
+    references = {reference.prop: reference for reference in target.references}
+    asks = [_ask_for(prop, target, references.get(prop)) for prop in plan.missing]
+    question = asks[0][:1].upper() + asks[0][1:]
+    if len(asks) > 1:
+        question += ", and " + ", and ".join(asks[1:])
+    said = purpose(target)
+    text = f"{question}? I need {'it' if len(asks) == 1 else 'them'} to {said[:1].lower() + said[1:]}."
+    shown = example(target, infos, page, _understood(infos))
+    if shown:
+        text += f" For example: “{shown}”."
+    return text
+
+
+def _ask_for(prop: str, target: ToolInfo, reference: Reference | None) -> str:
+    """One missing argument as a question's words, from its schema's description and title."""
+    schema = target.properties.get(prop, {})
+    if reference is not None:
+        by_name = reference.by_name or (bool(reference.choices) and "string" in types_of(schema))
+        how = "its id or its exact name" if by_name else "its id"
+        return f"which {reference.noun} ({how})"
+    label = str(schema.get("title") or "").strip() or str(schema.get("description", "")).split(".", 1)[0].strip()
+    said = (label or prop.replace("_", " ")).lower()
+    if prop == target.text_field:
+        return f"what {said} (in quotes)"
+    return f"what {said}"
 
 
 def _purpose(info: ToolInfo) -> str:
@@ -380,13 +559,3 @@ def _reply(target: ToolInfo, arguments: dict[str, Any], content: str, qualifiers
             return f"The app did not accept that:{message}\n{errors}"
         return f"The app did not accept that{detail}."
     return f"That did not work{detail or ': the tool reported an error'}."
-
-
-def _capabilities(infos: list[ToolInfo]) -> str:
-    if not infos:
-        return "I'm the offline demo model and no tools are available to me here, so I can only chat."
-    lines = "\n".join(f"- {info.name}: {_purpose(info)}" for info in infos)
-    return (
-        "I couldn't match that to one of my tools: I'm the offline demo model, so I only understand short "
-        "requests that say what to do and to what, with names in quotes. I can:\n" + lines
-    )

@@ -22,6 +22,9 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LABELLED = re.compile(r"(?<![\w-])(-?[\w.-]+)\s*=\s*([^,;.()=]+?)\s*(?=[,;.()]|$)")
 # Words that tie a defined term to its definition ("Open tasks are those whose ..."), not part of the term.
 _DEFINITION_GLUE = frozenset(stems("those whose which where mean means ones one called count counts as like"))
+# "Archive a project (archived=true) or bring it back (archived=false)": the words that set a flag either way.
+_FLAG = re.compile(r"([^,;.()]+?)\s*\(\s*([A-Za-z_]\w*)\s*=\s*(true|false)\s*\)", re.IGNORECASE)
+_FLAG_GLUE = frozenset({"or", "and", "to", "also", "then"})
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,14 @@ class ToolInfo:
     definitions: tuple[Definition, ...] = ()
     # field -> {stored value (as text) -> label}, from this tool's schema first, then the other tools'.
     labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # The tool's own verb when it is none of the generic actions ("archive" in `project_archive`, whose
+    # description starts "Archive a project"), stemmed.
+    verb: str | None = None
+    # The kind of record the tool is about: `project` for `project_stats`, whose last word names an aspect.
+    subject: str | None = None
+    # boolean property -> {stem of a word that sets it -> value}, from the property's name and the
+    # description's "(archived=true)" / "(archived=false)" phrases.
+    flags: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
 
     @property
     def is_read(self) -> bool:
@@ -70,7 +81,7 @@ class ToolInfo:
 
     @property
     def primary_noun(self) -> str | None:
-        return self.nouns[-1] if self.nouns else None
+        return self.subject or (self.nouns[-1] if self.nouns else None)
 
     def enum_values(self) -> dict[str, tuple[str, Any]]:
         """stemmed enum value or one-word label -> (property, value), for values a user may write as a word."""
@@ -228,8 +239,16 @@ def _analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
         for prop, values in labels.items():
             for value, label in values.items():
                 every_label.setdefault(prop, {}).setdefault(value, label)
+    # The kinds plain lists name: the last noun of each read tool that has a search of its own (a list of
+    # records, where `project_stats` is a read about one).
+    listed = frozenset(
+        nouns[-1]
+        for tool, nouns, stems_ in zip(tools, raw_nouns, name_stems, strict=True)
+        if nouns and _tool_action(tool, stems_) == "list"
+        and any(p.lower() in SEARCH_FIELD_NAMES for p in (tool.parameters or {}).get("properties") or {})
+    ) or frozenset(read_nouns)
     return [
-        _analyse(tool, stems_, nouns, read_nouns, _merge(own, every_label))
+        _analyse(tool, stems_, nouns, read_nouns, _merge(own, every_label), listed)
         for tool, stems_, nouns, own in zip(tools, name_stems, raw_nouns, own_labels, strict=True)
     ]
 
@@ -254,12 +273,18 @@ def _analyse(
     nouns: tuple[str, ...],
     read_nouns: set[str],
     labels: Mapping[str, Mapping[str, str]],
+    listed: frozenset[str] = frozenset(),
 ) -> ToolInfo:
     parameters = tool.parameters or {}
     properties: dict[str, Mapping[str, Any]] = dict(parameters.get("properties") or {})
     required = tuple(parameters.get("required") or ())
     action = _tool_action(tool, name_stems)
-    primary = nouns[-1] if nouns else None
+    verb = _own_verb(tool, nouns, read_nouns) if action is None else None
+    if verb is not None:
+        nouns = tuple(noun for noun in nouns if noun != verb) or nouns
+    # The record the tool is about: the last of its nouns that a plain list names (`project` in
+    # `project_stats`, listed by `project_list`), else its last noun.
+    primary = next((noun for noun in reversed(nouns) if noun in listed), nouns[-1] if nouns else None)
     references = []
     for prop, schema in properties.items():
         noun = _reference_noun(prop, schema, primary, read_nouns)
@@ -300,7 +325,38 @@ def _analyse(
         search_field=search_field,
         definitions=tuple(_definitions(tool.description, properties, nouns)),
         labels=labels,
+        verb=verb,
+        subject=primary,
+        flags=_flags(tool.description, properties),
     )
+
+
+def _own_verb(tool: ToolSpec, nouns: tuple[str, ...], read_nouns: set[str]) -> str | None:
+    """The tool's verb when its description starts with one of its name's words that no read lists."""
+    first = next(iter(words(tool.description)), "")
+    verb = stem(first)
+    if verb and verb in nouns and verb not in read_nouns and len(nouns) > 1:
+        return verb
+    return None
+
+
+def _flags(description: str, properties: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, bool]]:
+    """Words that set each boolean property: its own name ("archived") sets it; "un" + it clears it;
+    a description's "bring it back (archived=false)" names the word for the other way ("bring")."""
+    found: dict[str, dict[str, bool]] = {}
+    for prop, schema in properties.items():
+        if types_of(schema) != {"boolean"} or "__" in prop:
+            continue
+        own = stem(words(prop)[-1]) if words(prop) else ""
+        if own:
+            found[prop] = {own: True, "un" + own: False}
+    for phrase, prop, value in _FLAG.findall(description):
+        if prop not in found:
+            continue
+        content = [w for w in words(phrase) if w not in _FLAG_GLUE]
+        if content:
+            found[prop].setdefault(stem(content[0]), value.lower() == "true")
+    return found
 
 
 def _reference_noun(prop: str, schema: Mapping[str, Any], primary: str | None, read_nouns: set[str]) -> str | None:

@@ -64,6 +64,23 @@ def _seat(tool: ToolSpec) -> Seat:
                 frozenset(action for word in role_stems if (action := action_of(word)) is not None))
 
 
+def members_reply(tools: Sequence[ToolSpec]) -> str:
+    """What a spec that only asks members can do: whom it asks, and for what."""
+    seats = [_seat(tool) for tool in tools if is_delegation(tool)]
+    lines = []
+    for seat in seats:
+        found = _ROLE.search(seat.tool.description)
+        role = (found.group("role") if found else seat.tool.description).strip().rstrip(".")
+        lines.append(f"- **{seat.name}**: {role}")
+    planned = " I say my plan first when a request has several parts." if any(
+        tool.name == PLAN_TOOL for tool in tools) else ""
+    if not lines:
+        return "I'm the offline demo model and no tools or members are offered to you here, so I can only chat."
+    return ("Here is what I can do for you: I hand each part of your request to the member whose role fits it, "
+            "and tell you what each did." + planned + "\n\n" + "\n".join(lines)
+            + "\n\nAsk in short requests that say what to do and to what; join several parts with “then”.")
+
+
 def split_request(text: str) -> list[str]:
     """The request as tasks of one action each, in the order asked."""
     tasks: list[str] = []

@@ -143,6 +143,8 @@ def stems(text: str, *, keep_stopwords: bool = False) -> list[str]:
 
 
 _ACTION_OF_STEM = {stem(word): action for action, verbs in ACTIONS.items() for word in verbs}
+#: The stems of every generic action verb.
+ACTION_STEMS = frozenset(_ACTION_OF_STEM)
 
 
 def action_of(word_stem: str) -> str | None:
