@@ -154,3 +154,86 @@ def test_the_socket_answers_what_it_sees_of_a_page_and_refuses_what_is_no_page(a
 
     asyncio.run(scenario())
     assert not AgentRun.objects.exists()  # a refused send stored nothing
+
+
+@pytest.mark.worker
+def test_archive_this_on_a_project_page_archives_that_project_and_another_persons_page_changes_nothing(
+    alice: Any, bob: Any, celery_worker: WorkerProcess,
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    garden = Project.objects.create(owner=alice, name="Garden")
+    # The offline demo model, as the site runs it: it reads "this" from the page it is given.
+    run = wait_for_run(chat_send(user=alice, content="archive this", page=project_page(garden)).run.pk,
+                       "succeeded", "failed")
+    home.refresh_from_db(), garden.refresh_from_db()
+    assert garden.archived and not home.archived, run.reply
+
+    # Bob, on the path of Alice's project: the model is told nothing, and nothing of hers changes.
+    run = wait_for_run(chat_send(user=bob, content="archive this", page=project_page(home)).run.pk,
+                       "succeeded", "failed")
+    home.refresh_from_db()
+    assert not home.archived
+    assert not run.steps.filter(kind="tool_call", tool_name="tracker_project_archive", took_effect=True).exists()
+
+
+@pytest.mark.worker
+def test_a_replay_of_a_run_asked_from_a_page_is_told_what_the_recording_saw_and_reads_nothing_again(
+    alice: Any, celery_worker: WorkerProcess,
+) -> None:
+    from assistant.evals.cases import case_add, set_named
+    from assistant.evals.models import EvalRun
+    from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
+    from tests.conftest import wait_for
+
+    garden = Project.objects.create(owner=alice, name="Garden")
+    run = wait_for_run(chat_send(user=alice, content="archive this", page=project_page(garden)).run.pk, "succeeded")
+    eval_set = set_named("pages", create=True)
+    case_add(eval_set, run)
+    garden.name = "Renamed since"  # what the page shows now is not what the recording was answered with
+    garden.save()
+    eval_run = eval_run_start(eval_set, [Candidate("again")])
+    wait_for(lambda: eval_run_refresh(eval_run).status == EvalRun.Status.FINISHED, timeout=60, what="the replay")
+    (result,) = eval_run.results.all()
+    assert result.replay_run.config["page"] == run.config["page"]
+    assert result.replay_run.config["page"]["fields"]["name"] == "Garden"
+    assert result.passed, result.grades
+
+
+def test_the_admin_timeline_says_which_page_a_run_was_asked_from(alice: Any, user_factory: Any) -> None:
+    from django.test import Client
+
+    home = Project.objects.create(owner=alice, name="Home")
+    run = chat_send(user=alice, content="what is this?", page=project_page(home)).run
+    staff = user_factory("staffer", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(staff)
+    page = client.get(f"/admin/assistant/agentrun/{run.pk}/change/").content.decode()
+    assert f"the project “Home” (#{home.pk})" in page and project_page(home) in page
+
+
+@pytest.mark.django_db(transaction=False)
+def test_whatever_a_client_sends_as_its_page_is_refused_or_read_never_a_crash(alice: Any) -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    home = Project.objects.create(owner=alice, name="Home")
+    paths = st.one_of(
+        st.text(max_size=300),
+        st.builds(lambda tail: f"/tracker/projects/{tail}", st.text(max_size=40)),
+        st.builds(lambda n: f"/tracker/projects/{n}/", st.integers(min_value=-(2**70), max_value=2**70)),
+        st.sampled_from([f"/tracker/projects/{home.pk}/edit/", f"/tracker/projects/{home.pk}/delete/",
+                         f"/tracker/projects/{home.pk}/archive/", "/admin/", "/assistant/", "/%00/", "/..%2F..%2F"]),
+    )
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(paths)
+    def read(page: str) -> None:
+        try:
+            seen = page_context(alice, page)
+        except BadPage:
+            return
+        assert seen is None or (seen.kind == "project" and seen.id == home.pk)
+
+    read()
+    home.refresh_from_db()
+    assert not home.archived and Project.objects.filter(pk=home.pk).exists()  # no page read wrote anything
