@@ -43,7 +43,8 @@ def asks_what_i_can_do(text: str) -> bool:
 
 def purpose(info: ToolInfo) -> str:
     """The tool's first sentence in words, without its technical asides ("(archived=true)", "by its id")."""
-    sentence = re.split(r"(?<=[.;!?])\s+|;\s*", info.spec.description.strip())[0].rstrip(".;")
+    # The first sentence, up to a colon or semicolon that starts the how ("...: give the book's id").
+    sentence = re.split(r"(?<=[.!?])\s+|[;:]\s+", info.spec.description.strip())[0].rstrip(".;:")
     sentence = _BY_ID.sub("", _PARENTHESES.sub("", sentence)).strip(" ,")
     if not sentence:
         return info.name.replace("_", " ")
@@ -54,7 +55,8 @@ def _said(info: ToolInfo, word_stem: str | None) -> str:
     """A stemmed word as the tool's name spells it ("stat" -> "stats")."""
     if word_stem is None:
         return "record"
-    return next((w for w in words(info.name) if stem(w) == word_stem), word_stem)
+    spelled = [w for w in words(info.name) if stem(w) == word_stem]
+    return min(spelled, key=len) if spelled else word_stem
 
 
 def _verb(info: ToolInfo) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .schema import ToolInfo, types_of
+from .schema import TEXT_FIELD_NAMES, ToolInfo, types_of
 from .text import ACTIONS, stem, words
 
 # Nouns for whoever made a thing, which "by X" fills.
@@ -113,6 +113,20 @@ def field_values(text: str, info: ToolInfo, skip: frozenset[str] | set[str] = fr
                 found.append(Found(maker, value[0], match.start(), match.end()))
                 taken.append((match.start(), match.end()))
                 break
+    if info.is_read:
+        # "titled 'Emma'", "named Home": a read filters on the text field it names.
+        for name in TEXT_FIELD_NAMES:
+            prop = f"{name}__contains" if f"{name}__contains" in info.properties else None
+            if prop is None or prop in skip:
+                continue
+            naming = rf"(?i:\b(?:titled|called|named|with\s+(?:the\s+)?{name})\s+)"
+            pattern = re.compile(rf"{naming}(?:{_QUOTED_VALUE}|{_CAPITALISED_VALUE})")
+            named = next((m for m in pattern.finditer(text) if free(m.start(), m.end())), None)
+            value = _value(named) if named is not None else None
+            if named is not None and value is not None:
+                found.append(Found(prop, value[0], named.start(), named.end()))
+                taken.append((named.start(), named.end()))
+            break
     for prop, schema in info.properties.items():
         if prop in skip or "__" in prop or prop in {f.prop for f in found}:
             continue

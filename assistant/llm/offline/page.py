@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..types import Message
-from .text import stem, words
+from .text import PREPOSITIONS, STOPWORDS, stem, words
 
 PAGE_START = "<page_context>"
 PAGE_END = "</page_context>"
@@ -126,8 +126,11 @@ def points(text: str) -> bool:
 
 def pointed_kind(text: str) -> str | None:
     """The stemmed kind a pointer names ("this task" -> "task"), or None ("this", "here")."""
-    match = _POINTED_KIND.search(text)
-    return stem(match.group(1)) if match else None
+    for match in _POINTED_KIND.finditer(text):
+        word = match.group(1).lower()
+        if word not in STOPWORDS and word not in PREPOSITIONS:
+            return stem(word)
+    return None
 
 
 def asks_about(text: str) -> bool:
