@@ -7,7 +7,7 @@ import socket
 from typing import Any
 
 from celery import bootsteps, shared_task
-from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init
+from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_ready
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +109,11 @@ def _add_run_sweeper(sender: Any, **kwargs: Any) -> None:
     sender.app.steps["worker"].add(RunSweeper)
 
 
+# What the main process loaded, said once the worker is ready: Celery sets up its logging only after
+# `worker_init`, so a line logged there is lost in a project with no LOGGING of its own.
+_warmed_up: list[Any] = []
+
+
 @worker_init.connect
 def _load_model_and_embedder(sender: Any, **kwargs: Any) -> None:
     # In the worker's main process, before it forks its pool: the SDK modules and the embedder's weights are
@@ -118,8 +123,13 @@ def _load_model_and_embedder(sender: Any, **kwargs: Any) -> None:
     # the clients too.
     from assistant.warmup import warm_up
 
-    report = warm_up(build_clients=not _forks_its_pool(sender))
-    logger.info("Worker ready for its first turn: loaded %s", report.describe())
+    _warmed_up.append(warm_up(build_clients=not _forks_its_pool(sender)))
+
+
+@worker_ready.connect
+def _say_what_was_loaded(sender: Any, **kwargs: Any) -> None:
+    if _warmed_up:
+        logger.info("Worker ready for its first turn: loaded %s", _warmed_up.pop().describe())
 
 
 def _forks_its_pool(worker: Any) -> bool:
