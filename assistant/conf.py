@@ -16,7 +16,7 @@ DEFAULTS: dict[str, Any] = {
     # Redis for the assistant's own keys (the failover breaker, cancel flags, the sweeper's heartbeat).
     # None: the Redis the project already uses, see `assistant_redis_url()`.
     "REDIS_URL": None,
-    # Model chain (comma-separated = failover) and embedder; see the README's "Models".
+    # Model chain (comma-separated = failover) and embedder; see the assistant's docs/models.md.
     "MODEL": "offline",
     "EMBEDDER": "local",
     "SPEC": "default",

@@ -1,6 +1,6 @@
 """Settings, read from the environment (12-factor) with safe defaults for local use.
 
-Every environment variable the project reads is read here and documented in the README.
+Every environment variable the project reads is read here and documented in docs/configuration.md.
 When DATABASE_URL / REDIS_URL are unset, the URLs of the embedded servers that `make run`
 started are read from `.data/services.env`.
 """
@@ -307,7 +307,7 @@ if os.environ.get("ASSISTANT_MODEL"):
 if os.environ.get("ASSISTANT_EMBEDDER"):
     ASSISTANT["EMBEDDER"] = os.environ["ASSISTANT_EMBEDDER"]
 # Model providers: credentials and endpoints (unset = the provider's public API). With no
-# ASSISTANT_MODEL the built-in offline demo model answers; see the README's "Models".
+# ASSISTANT_MODEL the built-in offline demo model answers; see docs/models.md.
 ASSISTANT["PROVIDERS"] = {
     "openai": {
         "api_key": os.environ.get("OPENAI_API_KEY") or None,
@@ -318,7 +318,7 @@ ASSISTANT["PROVIDERS"] = {
         "base_url": os.environ.get("ANTHROPIC_BASE_URL") or None,
     },
 }
-# The demo society (README, "Specs as members"): the assistant people talk to has no tools of its own and
+# The demo society (docs/specs.md): the assistant people talk to has no tools of its own and
 # hands each part of a request to the member whose role fits it; each member has only the tools its role
 # needs, under its own permission profile. ASSISTANT_SPEC picks another spec for new chats ("default": one
 # assistant with every tool, as a project that declares no members has).

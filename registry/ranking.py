@@ -1,6 +1,6 @@
 """Whom a spec should hand work to: the members it may ask, ranked by their records ("the registry decides").
 
-The rule, as the README states it ("The registry", "Whom a spec asks"):
+The rule, as docs/registry.md states it ("Whom a spec asks"):
 
 1. A member's record is its window for this person when that holds at least MIN_SAMPLE runs; else the
    organisation's last WINDOW_SIZE runs of it (every profile of that spec), when those are at least MIN_SAMPLE;

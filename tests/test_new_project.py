@@ -42,7 +42,7 @@ README_REDIS_URL = "redis://127.0.0.1:6379/0"
 STARTUP_SECONDS = 40
 TURN_SECONDS = 30
 
-# The project's own app, written the way the README's "Add a tool" section says.
+# The project's own app, written the way docs/tools.md ("Add a tool", "Reads") says.
 BOOKS_APP = {
     "models.py": '''
         from django.conf import settings
@@ -253,6 +253,9 @@ class Project:
     def log(self, name: str) -> str:
         return "\n".join(_tail(log) for known, _, log in self.processes if known == name)
 
+    def whole_log(self, name: str) -> str:
+        return "\n".join(log.read_text(errors="replace") for known, _, log in self.processes if known == name)
+
     def stop(self) -> None:
         for _, process, _ in reversed(self.processes):
             if process.poll() is None:
@@ -396,6 +399,15 @@ def _services_block() -> str:
     return blocks[0]
 
 
+def _start_up_line() -> str:
+    """The worker's start-up line as the README's Celery step quotes it, as a pattern (the time aside)."""
+    quoted = re.search(r"`(Worker ready for its first turn: [^`]*)`", " ".join(readme_steps()["Celery"].prose.split()))
+    assert quoted, "the README's Celery step no longer quotes the worker's start-up line"
+    timed = re.fullmatch(r"(.*) in \d+(?:\.\d+)? s", quoted.group(1))
+    assert timed, f"the quoted start-up line {quoted.group(1)!r} should end with the time it took"
+    return re.escape(timed.group(1)) + r" in \d+\.\d+ s"
+
+
 def _issues(check_output: str) -> set[str]:
     return set(re.findall(r"\((\w+\.[EWIC]\d+)\)", check_output))
 
@@ -483,6 +495,8 @@ def test_a_new_project_configured_from_the_readme_alone_runs_a_turn_through_its_
     project.start("worker", *commands["worker"], "--concurrency", "1", "--without-gossip", "--without-mingle")
     project.wait_until("daphne", lambda: _accepts(port), "listening")
     project.wait_until("worker", lambda: " ready." in project.log("worker"), "ready")
+    # It says what it loaded in the words the README quotes, with no LOGGING of the project's own.
+    assert re.search(_start_up_line(), project.whole_log("worker")), project.whole_log("worker")
 
     sessions = _printed(project.run("python", "manage.py", "shell", "-c", SIGN_IN), "SESSIONS")
 

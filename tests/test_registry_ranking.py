@@ -1,5 +1,5 @@
 """The registry decides whom a spec asks: `members_ranked` orders the members a spec may hand work to by
-their records for this person (or the organisation's, below the minimum sample), as the README's rule says.
+their records for this person (or the organisation's, below the minimum sample), as docs/registry.md's rule says.
 Every record here is filed through the service that files ended runs."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def ranked(owner: Any, *spec_names: str, intent: str | None = None) -> dict[str,
 
 
 def test_a_better_record_wins_once_it_has_the_minimum_sample(alice: Any) -> None:
-    assert MIN_SAMPLE == 5  # as the README's rule says
+    assert MIN_SAMPLE == 5  # as docs/registry.md's rule says
     ran(alice, "reader", "sssff")
     ran(alice, "clerk", "ssss")
     # Four out of four is not yet a record: the proven reader goes first, though declared second.

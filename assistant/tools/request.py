@@ -6,7 +6,7 @@ second-factor, IP or maintenance middleware applies to the assistant exactly as 
 session and authentication middleware load `request.session` and `request.user` from the session the
 message was sent from; CsrfViewMiddleware checks the request; and an async view is awaited.
 
-What differs from the browser's own request (the README says the same):
+What differs from the browser's own request (docs/tools.md says the same):
 
 - It carries the session cookie and a CSRF token pair, no other cookies; `REMOTE_ADDR` is the socket's
   client address, `Host`, scheme and `Origin` are the page's origin; no User-Agent, Referer or
