@@ -244,6 +244,22 @@ def test_this_on_a_page_it_cannot_act_on_says_so(offered: list[Tool], home: Proj
     assert reply.startswith(f"I can't do that with the task “Water plants” (#{task.pk})")
 
 
+def test_rename_this_asks_for_the_new_name(offered: list[Tool], home: Project) -> None:
+    calls, reply = converse("Rename this project", offered, page=project_page(home))
+    assert calls == []  # an update with nothing to change would change nothing
+    assert reply.startswith("What name (in quotes)?")
+    assert first_call("Rename this project to 'Garden'", offered, page=project_page(home)) == (
+        "tracker_project_update", {"pk": home.pk, "name": "Garden"},
+    )
+
+
+def test_delete_this_with_no_page_asks_which_it_is(offered: list[Tool]) -> None:
+    calls, reply = converse("delete this", offered)
+    assert calls == []
+    assert reply.startswith("Which do you mean?")
+    assert "“delete the project 'Project name'”" in reply and "“delete the task 'Task title'”" in reply
+
+
 def test_the_page_message_is_never_the_request(offered: list[Tool], home: Project) -> None:
     """Only the person's latest message is asked; a page sent with an earlier message is not "this" now."""
     model = get_model("offline")
@@ -256,12 +272,21 @@ def test_the_page_message_is_never_the_request(offered: list[Tool], home: Projec
 
 
 def test_suggested_requests_are_understood(offered: list[Tool], home: Project) -> None:
+    """The panel's suggestions on a page (derived ones and the tools' own `suggest=` words)."""
     page = project_page(home)
     assert first_call("Archive this project", offered, page=page)[0] == "tracker_project_archive"
+    assert first_call("Delete this project", offered, page=page) == ("tracker_project_delete", {"pk": home.pk})
     assert first_call("List my projects", offered, page=page) == ("tracker_project_list", {})
     assert first_call("Show the tasks here", offered, page=page) == ("tracker_task_list", {"project": home.pk})
-    assert first_call("Show the stats of this project", offered, page=page) == (
-        "tracker_project_stats", {"pk": home.pk},
+    assert first_call("Show this project's stats", offered, page=page) == ("tracker_project_stats", {"pk": home.pk})
+    _, about = converse("Tell me about this project", offered, page=page)
+    assert about.startswith(f"This is the project “Home” (#{home.pk}).")
+    task = Task.objects.create(project=home, title="Water plants")
+    assert first_call("Mark this task done", offered, page=task_page(task)) == (
+        "tracker_task_complete", {"pk": task.pk},
+    )
+    assert first_call("Add a comment 'Looks good' here", offered, page=task_page(task)) == (
+        "tracker_comment_create", {"pk": task.pk, "body": "Looks good"},
     )
 
 
@@ -274,8 +299,8 @@ def test_on_a_page_what_it_can_do_here_comes_first(offered: list[Tool], home: Pr
 # Through the real loop, tools and database.
 
 
-def _ask(user: Any, text: str) -> AgentRun:
-    run = chat_send(user=user, content=text).run
+def _ask(user: Any, text: str, page: str | None = None) -> AgentRun:
+    run = chat_send(user=user, content=text, page=page).run
     status = run_turn(run.pk, holder=new_holder(), claim=lease_claim)
     run.refresh_from_db()
     assert status == run.status, (status, run.status, run.error)
@@ -299,3 +324,32 @@ def test_a_new_person_asks_what_it_can_do_then_sends_an_example_back(alice: Any,
     home.refresh_from_db()
     assert home.archived
     assert run.reply == "Done: Project “Home” archived."
+
+
+def test_this_and_here_on_the_page_the_person_asked_from(alice: Any, bob: Any, home: Project, settings: Any) -> None:
+    """Through the real page context: the page is read as the person, and "this" is what it shows."""
+    settings.ASSISTANT = {**settings.ASSISTANT, "MODEL": "offline"}
+    run = _ask(alice, "add a task 'Buy milk' here", page=f"/tracker/projects/{home.pk}/")
+    assert run.status == AgentRun.Status.SUCCEEDED, run.error
+    [step] = run.steps.filter(kind=AgentStep.Kind.TOOL_CALL)
+    assert (step.tool_name, step.arguments, step.took_effect) == (
+        "tracker_task_create", {"title": "Buy milk", "project": home.pk}, True,
+    )
+    milk = Task.objects.get(title="Buy milk")
+    assert milk.project == home
+
+    run = _ask(alice, "what is this?", page=f"/tracker/tasks/{milk.pk}/")
+    assert run.status == AgentRun.Status.SUCCEEDED
+    assert not run.steps.filter(kind=AgentStep.Kind.TOOL_CALL).exists()
+    assert "Buy milk" in run.reply
+
+    run = _ask(alice, "delete this task", page=f"/tracker/tasks/{milk.pk}/")
+    assert run.status == AgentRun.Status.AWAITING_CONFIRMATION
+    [step] = run.steps.filter(kind=AgentStep.Kind.TOOL_CALL)
+    assert (step.tool_name, step.arguments) == ("tracker_task_delete", {"pk": milk.pk})
+    assert Task.objects.filter(pk=milk.pk).exists()  # waiting for Alice's yes
+
+    # Bob on the address of Alice's project: he is told nothing of it, so "here" is no project of hers.
+    run = _ask(bob, "add a task 'Mine' here", page=f"/tracker/projects/{home.pk}/")
+    assert not Task.objects.filter(title="Mine").exists()
+    assert not run.steps.filter(kind=AgentStep.Kind.TOOL_CALL, took_effect=True).exists()

@@ -79,7 +79,10 @@ def _placeholder(noun: str, infos: Sequence[ToolInfo]) -> str:
 
 
 def _page_fits(info: ToolInfo, page: Page | None) -> bool:
-    return page is not None and any(page.is_kind(reference.noun) for reference in info.references)
+    """Whether the tool takes the page's record (a list's filter on its own ids does not count)."""
+    return page is not None and any(
+        page.is_kind(reference.noun) for reference in info.references if not (info.is_read and reference.own)
+    )
 
 
 def _candidates(info: ToolInfo, infos: Sequence[ToolInfo], page: Page | None) -> list[str]:

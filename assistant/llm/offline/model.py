@@ -194,6 +194,9 @@ def _step(
     """The next step of one request: look up the ids of records it names, call the tool, say what came of it."""
     target = _choose_tool(request, infos, page)
     if target is None:
+        tied = _tied(request, infos, page)
+        if len(tied) > 1:
+            return Step(_which_of(tied, infos, page), ok=False)
         return Step(_beyond(request.text, infos, page), ok=False)
     plan = _plan(request, target, infos, page)
     if plan.problem:
@@ -233,6 +236,28 @@ def _understood(infos: list[ToolInfo]) -> Any:
         return not plan.problem and not plan.missing
 
     return check
+
+
+def _tied(request: Request, infos: list[ToolInfo], page: Page | None) -> list[ToolInfo]:
+    """The tools that fit a request equally by its action alone ("delete this" with no page open)."""
+    pointed = _pointed_page(request, page)
+    scored = [(_score(request, info, pointed), info) for info in infos]
+    best = max((score for score, _ in scored), default=0.0)
+    if best < MIN_SCORE:
+        return []
+    tied = [info for score, info in scored if score == best]
+    return tied if all(_only_action(request, info) for info in tied) else []
+
+
+def _which_of(tied: list[ToolInfo], infos: list[ToolInfo], page: Page | None) -> str:
+    """Asking which of several tools is meant, each with a request that says it."""
+    check = _understood(infos)
+    options = []
+    for info in tied:
+        said = example(info, infos, page, check)
+        option = f"- {purpose(info)}" + (f" — e.g. “{said}”" if said else "")
+        options.append(option)
+    return "Which do you mean? Say what it is, by its name in quotes or its id:\n" + "\n".join(options)
 
 
 def _means_page(text: str, page: Page) -> bool:
@@ -388,6 +413,8 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo], page: Page 
             arguments[target.search_field] = searched[0].text
     looked_up = {lookup.prop for lookup in lookups}
     missing = [prop for prop in target.required if prop not in arguments and prop not in looked_up]
+    if target.action == "update" and target.text_field and not set(arguments) - referenced - looked_up:
+        missing.append(target.text_field)  # "rename this project": nothing to change yet, so ask for the new name
     return Plan(target, arguments, lookups, missing, qualifiers=qualifiers)
 
 
