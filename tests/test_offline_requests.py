@@ -353,3 +353,14 @@ def test_this_and_here_on_the_page_the_person_asked_from(alice: Any, bob: Any, h
     run = _ask(bob, "add a task 'Mine' here", page=f"/tracker/projects/{home.pk}/")
     assert not Task.objects.filter(title="Mine").exists()
     assert not run.steps.filter(kind=AgentStep.Kind.TOOL_CALL, took_effect=True).exists()
+
+
+def test_a_read_about_one_thing_says_its_facts(alice: Any, home: Project, settings: Any) -> None:
+    """Counts of a project are no list of records: the reply gives them, not "No projects matched"."""
+    settings.ASSISTANT = {**settings.ASSISTANT, "MODEL": "offline"}
+    Task.objects.create(project=home, title="Water plants", status="done")
+    run = _ask(alice, "Show this project's stats", page=f"/tracker/projects/{home.pk}/")
+    assert run.status == AgentRun.Status.SUCCEEDED, run.error
+    assert "matched" not in run.reply
+    assert run.reply.startswith("Counts of a project's tasks by status and how many are overdue:\n- project: Home")
+    assert "done 1" in run.reply

@@ -19,7 +19,7 @@ from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpe
 from .capabilities import asks_what_i_can_do, capabilities, example, purpose
 from .fields import field_values
 from .page import Page, asks_about, describe_page, person_and_page, pointed_kind, points
-from .results import MAX_ROWS_SHOWN, describe_row, match_rows, plural, read_outcome, row_id
+from .results import MAX_ROWS_SHOWN, describe_row, facts_of_one, match_rows, plural, read_outcome, row_id
 from .schema import Reference, ToolInfo, analyse_tools, types_of
 from .society import PLAN_TOOL, delegate, is_delegation, members_reply, split_request
 from .text import ACTION_STEMS, Name, Request, action_of, read_request, stem, words
@@ -548,6 +548,10 @@ def _purpose(info: ToolInfo) -> str:
 def _reply(target: ToolInfo, arguments: dict[str, Any], content: str, qualifiers: Sequence[str] = ()) -> str:
     outcome = read_outcome(content)
     noun = target.primary_noun
+    facts = facts_of_one(content, outcome.kind)
+    if facts:
+        said = purpose(target)
+        return f"{said}:\n{facts}"
     if outcome.kind == "rows" or (target.is_read and outcome.kind == "done"):
         rows = outcome.rows
         what = " ".join([*qualifiers, plural(noun, 2 if len(rows) != 1 else 1)])

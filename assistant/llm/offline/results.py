@@ -204,3 +204,30 @@ def plural(noun: str | None, count: int) -> str:
     if count == 1:
         return word
     return word[:-1] + "ies" if word.endswith("y") and word[-2:-1] not in "aeiou" else word + "s"
+
+
+def facts_of_one(content: str, kind: str) -> str:
+    """A read's answer about one thing (counts, one record's details) as a list of its facts, or "".
+
+    A list of records is described row by row elsewhere; this is for the answer that is no list: the
+    executor's `data` status with an object holding no collection.
+    """
+    value = parse_result(content)
+    if kind not in ("done", "rows") or not isinstance(value, dict) or value.get("status") != "data":
+        return ""
+    data = value.get("data")
+    if not isinstance(data, dict) or any(isinstance(v, list) for v in data.values()):
+        return ""
+    inner: dict[str, Any] = data["object"] if isinstance(data.get("object"), dict) else data
+    lines = []
+    for key, item in inner.items():
+        if key in ("id", "pk", "messages") or item in (None, "", {}, []):
+            continue
+        if isinstance(item, dict):
+            shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in item.items() if not isinstance(v, dict | list))
+        elif isinstance(item, list):
+            continue
+        else:
+            shown = "yes" if item is True else "no" if item is False else str(item)
+        lines.append(f"- {key.replace('_', ' ')}: {shown}")
+    return "\n".join(lines)
