@@ -211,7 +211,7 @@ def test_debug_off_with_nothing_collected_or_served_from_the_apps_is_a_warning()
     with override_settings(**NO_FINDERS):
         warning = by_id("assistant.W024")
     assert "STATIC_ROOT is not set" in warning.msg and "404" in warning.msg
-    assert "collectstatic" in warning.hint and "WhiteNoise" in warning.hint
+    assert "collectstatic" in str(warning.hint) and "WhiteNoise" in str(warning.hint)
 
 
 @pytest.mark.parametrize("working", [
@@ -235,7 +235,7 @@ def test_a_static_root_collected_before_the_assistant_was_installed_is_a_warning
         (root / "admin").mkdir(parents=True)
         (root / "admin" / "base.css").write_text("/* collected earlier */")
         warning = by_id("assistant.W024")
-        assert "assistant/assistant.css" in warning.msg and "collectstatic" in warning.hint
+        assert "assistant/assistant.css" in warning.msg and "collectstatic" in str(warning.hint)
         call_command("collectstatic", interactive=False, verbosity=0)
         assert (root / "assistant" / "dock.js").is_file()
         assert "assistant.W024" not in ids()
