@@ -74,7 +74,8 @@ def test_suggestions_on_a_page_are_the_tools_the_person_may_use_on_its_object(al
     read_only = suggestions(alice, "test-reader", page_context(alice, project_page(home)))
     assert "Archive this project" not in texts(read_only) and "Add a task here" not in texts(read_only)
     assert "Show this project's stats" in texts(read_only)
-    assert texts(suggestions(bob, "default", None))[:2] == ["List my comments", "List my projects"]
+    assert texts(suggestions(bob, "default", None)) == ["What can you do?", "List my comments", "List my projects",
+                                                        "List my tasks"]
 
 
 def test_a_spec_that_only_hands_work_on_suggests_what_its_members_can_do(alice: Any) -> None:

@@ -135,8 +135,12 @@ def _page_suggestions(
     return [suggestion for _rank, suggestion in sorted(ranked, key=lambda pair: pair[0])]
 
 
+#: What people new to the assistant ask first; every model is expected to answer it with what it can do.
+WHAT_CAN_YOU_DO = "What can you do?"
+
+
 def _start_suggestions(tools: list[ViewTool | ReadTool]) -> list[Suggestion]:
-    found: list[Suggestion] = []
+    found: list[Suggestion] = [Suggestion(WHAT_CAN_YOU_DO, "start")] if tools else []
     for definition in tools:
         if isinstance(definition, ReadTool):
             found.append(Suggestion(f"List my {_verbose(definition.model, plural=True)}", "start", definition.name))
