@@ -16,11 +16,12 @@ from typing import Any
 from django.utils import timezone
 
 from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
-from .capabilities import asks_what_i_can_do, capabilities, example, purpose
+from .capabilities import asks_what_i_can_do, capabilities, purpose
 from .fields import field_values
 from .page import Page, asks_about, describe_page, person_and_page, pointed_kind, points
-from .results import MAX_ROWS_SHOWN, describe_row, facts_of_one, match_rows, plural, read_outcome, row_id
-from .schema import Reference, ToolInfo, analyse_tools, types_of
+from .replies import beyond, missing_reply, result_reply, which_of
+from .results import describe_row, match_rows, plural, read_outcome, row_id
+from .schema import Reference, ToolInfo, analyse_tools
 from .society import PLAN_TOOL, delegate, is_delegation, members_reply, split_request
 from .text import ACTION_STEMS, Name, Request, action_of, read_request, stem, words
 
@@ -140,7 +141,7 @@ class OfflineModel:
             unfit = [part for part, asked in zip(parts, requests, strict=True)
                      if _choose_tool(asked, infos, page) is None]
             if unfit:
-                return _beyond(unfit[0], infos, page, part_of=text), []
+                return beyond(unfit[0], infos, page, _understood(infos), part_of=text), []
             said: list[str] = []
             for part, asked in zip(parts, requests, strict=True):
                 step = _step(asked, infos, page, made, results, next_id)
@@ -196,8 +197,8 @@ def _step(
     if target is None:
         tied = _tied(request, infos, page)
         if len(tied) > 1:
-            return Step(_which_of(tied, infos, page), ok=False)
-        return Step(_beyond(request.text, infos, page), ok=False)
+            return Step(which_of(tied, infos, page, _understood(infos)), ok=False)
+        return Step(beyond(request.text, infos, page, _understood(infos)), ok=False)
     plan = _plan(request, target, infos, page)
     if plan.problem:
         return Step(plan.problem, ok=False)
@@ -212,7 +213,7 @@ def _step(
             return Step(problem, ok=False)
         plan.arguments[lookup.prop] = resolved
     if plan.missing:
-        return Step(_missing_reply(plan, infos, page), ok=False)
+        return Step(missing_reply(target, plan.missing, infos, page, _understood(infos)), ok=False)
     previous = _find_call(made, target.name, plan.arguments)
     if previous is None:
         return Step(calls=[ToolCall(f"call_offline_{next_id}", target.name, plan.arguments)])
@@ -221,7 +222,7 @@ def _step(
     shown = {**plan.arguments, **{lookup.prop: lookup.name for lookup in plan.lookups}}
     content = results[previous.id]
     ok = read_outcome(content).kind in ("done", "rows")
-    return Step(_reply(target, shown, content, plan.qualifiers), ok=ok)
+    return Step(result_reply(target, shown, content, plan.qualifiers), ok=ok)
 
 
 def _understood(infos: list[ToolInfo]) -> Any:
@@ -249,32 +250,9 @@ def _tied(request: Request, infos: list[ToolInfo], page: Page | None) -> list[To
     return tied if all(_only_action(request, info) for info in tied) else []
 
 
-def _which_of(tied: list[ToolInfo], infos: list[ToolInfo], page: Page | None) -> str:
-    """Asking which of several tools is meant, each with a request that says it."""
-    check = _understood(infos)
-    options = []
-    for info in tied:
-        said = example(info, infos, page, check)
-        option = f"- {purpose(info)}" + (f" — e.g. “{said}”" if said else "")
-        options.append(option)
-    return "Which do you mean? Say what it is, by its name in quotes or its id:\n" + "\n".join(options)
-
-
 def _means_page(text: str, page: Page) -> bool:
     kind = pointed_kind(text)
     return kind is None or kind in page.kind_stems
-
-
-def _beyond(text: str, infos: list[ToolInfo], page: Page | None, part_of: str = "") -> str:
-    """Saying plainly that a request (or a part of one) is beyond the tools offered, and what they do."""
-    asked = " ".join(text.split()).rstrip(".")
-    if part_of:
-        intro = (f"I can't do this part of your request: “{asked}” — none of the tools offered to me does it, "
-                 "so I did nothing. I'm the offline demo model. I can:")
-    else:
-        intro = (f"I can't do that: none of the tools offered to me fits “{asked}”. I'm the offline demo model, "
-                 "so I only understand short requests that say what to do and to what. I can:")
-    return capabilities(infos, _understood(infos), page=page, intro=intro, with_names=True)
 
 
 def _score(request: Request, info: ToolInfo, page: Page | None = None) -> float:
@@ -508,85 +486,3 @@ def _resolve(lookup: Lookup, content: str) -> tuple[Any, str]:
             f"Which one? You can give its number, e.g. {lookup.noun} {ids[0]}."
         )
     return row_id(matches[0]), ""
-
-
-def _missing_reply(plan: Plan, infos: list[ToolInfo], page: Page | None = None) -> str:
-    """Asking for what is missing in the person's words: "Which book (its id)?", not "pk"."""
-    target = plan.target
-    references = {reference.prop: reference for reference in target.references}
-    asks = [_ask_for(prop, target, references.get(prop)) for prop in plan.missing]
-    question = asks[0][:1].upper() + asks[0][1:]
-    if len(asks) > 1:
-        question += ", and " + ", and ".join(asks[1:])
-    said = purpose(target)
-    text = f"{question}? I need {'it' if len(asks) == 1 else 'them'} to {said[:1].lower() + said[1:]}."
-    shown = example(target, infos, page, _understood(infos))
-    if shown:
-        text += f" For example: “{shown}”."
-    return text
-
-
-def _ask_for(prop: str, target: ToolInfo, reference: Reference | None) -> str:
-    """One missing argument as a question's words, from its schema's description and title."""
-    schema = target.properties.get(prop, {})
-    if reference is not None:
-        by_name = reference.by_name or (bool(reference.choices) and "string" in types_of(schema))
-        how = "its id or its exact name" if by_name else "its id"
-        return f"which {reference.noun} ({how})"
-    label = str(schema.get("title") or "").strip() or str(schema.get("description", "")).split(".", 1)[0].strip()
-    said = (label or prop.replace("_", " ")).lower()
-    if prop == target.text_field:
-        return f"what {said} (in quotes)"
-    return f"what {said}"
-
-
-def _purpose(info: ToolInfo) -> str:
-    sentence = info.spec.description.strip().split(". ")[0].rstrip(".")
-    return (sentence[:1].lower() + sentence[1:]) if sentence else info.name
-
-
-def _reply(target: ToolInfo, arguments: dict[str, Any], content: str, qualifiers: Sequence[str] = ()) -> str:
-    outcome = read_outcome(content)
-    noun = target.primary_noun
-    facts = facts_of_one(content, outcome.kind)
-    if facts:
-        said = purpose(target)
-        return f"{said}:\n{facts}"
-    if outcome.kind == "rows" or (target.is_read and outcome.kind == "done"):
-        rows = outcome.rows
-        what = " ".join([*qualifiers, plural(noun, 2 if len(rows) != 1 else 1)])
-        if not rows:
-            return f"No {what} matched." + (f" {outcome.message}" if outcome.message else "")
-        shown = "\n".join(f"- {describe_row(row, target.labels)}" for row in rows[:MAX_ROWS_SHOWN])
-        hidden = len(rows) - MAX_ROWS_SHOWN
-        more = f"\n…and {hidden} more." if hidden > 0 else ""
-        if outcome.more:
-            more += "\nThere are more than these; narrow it down (a name in quotes, a status, a project)."
-        return f"Found {len(rows)} {what}:\n{shown}{more}"
-    if outcome.kind == "done":
-        if outcome.message:
-            return f"Done: {outcome.message}"  # the app's own words about what it did
-        what = ", ".join(f"{k}: {v}" for k, v in arguments.items())
-        return f"Done: {_purpose(target)}" + (f" ({what})." if what else ".")
-    detail = f" ({outcome.explanation})" if outcome.explanation else ""
-    if outcome.kind == "pending":
-        return f"This needs your confirmation before I {_purpose(target)}."
-    if outcome.kind == "declined":
-        # Whatever the loop told the model about the refusal is an instruction to it, not news for the person.
-        return "You declined, so nothing was changed."
-    if outcome.kind == "denied":
-        return f"You are not allowed to {_purpose(target)}{detail}; nothing was changed."
-    if outcome.kind == "not_found":
-        return f"That {noun or 'record'} was not found{detail}; nothing was changed."
-    if outcome.kind == "unknown":
-        return (
-            f"I can't tell whether that took effect: the work on it stopped before it finished. "
-            f"Check the current state before asking me to {_purpose(target)} again."
-        )
-    if outcome.kind == "invalid":
-        if outcome.errors:
-            errors = "\n".join(f"- {error}" for error in outcome.errors)
-            message = f" {outcome.message}" if outcome.message else ""
-            return f"The app did not accept that:{message}\n{errors}"
-        return f"The app did not accept that{detail}."
-    return f"That did not work{detail or ': the tool reported an error'}."
