@@ -135,9 +135,9 @@ def test_what_it_can_do_with_a_new_projects_tools() -> None:
     reply = first("what can you do?")
     assert isinstance(reply, str)
     assert reply.startswith("Here is what I can do for you:\n\n**Books**\n")
-    assert "- Add a book to your shelf, with its title — e.g. “add a book 'Book title'”" in reply
+    assert "- Add a book to your shelf, with its title — e.g. “add a book '<title>'”" in reply
     assert "- List the books on your shelf — e.g. “list my books”" in reply
-    assert "- Rename a book on your shelf — e.g. “rename the book 'Book title' to 'New title'”" in reply
+    assert "- Rename a book on your shelf — e.g. “rename the book '<title>' to '<new title>'”" in reply
 
 
 def test_this_book_on_its_page() -> None:

@@ -52,6 +52,11 @@ def task_page(task: Task) -> dict[str, Any]:
             "fields": {"id": task.pk, "title": task.title, "status": task.status, "project": task.project_id}}
 
 
+def filled(example: str) -> str:
+    """An example as a person sends it: each placeholder ("'<title>'", "<id>") replaced by a value."""
+    return re.sub(r"<[^<>]+>", "Garden", re.sub(r"<[^<>]*\bid>", "7", example))
+
+
 def answer(call: ToolCall) -> dict[str, Any]:
     """A stand-in executor: a read finds one row named as searched; anything else is done."""
     if call.name.endswith("_list"):
@@ -108,8 +113,8 @@ def test_asking_what_it_can_do_lists_the_persons_tools_in_words(text: str, offer
     assert reply.startswith("Here is what I can do for you")
     # Grouped by the kind of record, as Markdown headings with a list under each.
     assert "**Projects**" in reply and "**Tasks**" in reply and "**Comments**" in reply
-    assert "- Archive a project you own or bring it back — e.g. “archive the project 'Project name'”" in reply
-    assert "- Create a task in one of your projects — e.g. “create a task 'Task title' in the project " in reply
+    assert "- Archive a project you own or bring it back — e.g. “archive the project '<name>'”" in reply
+    assert "- Create a task in one of your projects — e.g. “create a task '<title>' in the project " in reply
     # In words: no tool names, no argument syntax.
     assert "tracker_" not in reply and "archived=true" not in reply
 
@@ -121,8 +126,13 @@ def test_every_example_it_gives_is_a_request_it_understands(offered: list[Tool])
     tracker = {tool.name for tool in offered if tool.name.startswith("tracker_")}
     assert {name for _, name in shown} >= tracker, sorted(tracker - {name for _, name in shown})
     for example, name in shown:
-        calls, reply = converse(example, offered)
+        calls, reply = converse(filled(example), offered)
         assert calls and calls[-1].name == name, (example, name, [c.name for c in calls], reply)
+        if "<" in example:
+            # Sent as it is, a placeholder is no value: the model asks for it and changes nothing.
+            calls, reply = converse(example, offered)
+            assert all(call.name.endswith("_list") for call in calls), (example, calls)
+            assert reply.startswith(("Which ", "What ")), (example, reply)
     # "what can you do?" shows the very same examples.
     _, capabilities = converse("what can you do?", offered)
     assert {example for example, _ in shown} == set(re.findall(r"— e\.g\. “([^”]+)”", capabilities))
@@ -216,7 +226,7 @@ def test_add_a_task_here_adds_it_to_the_pages_project(offered: list[Tool], home:
     calls, reply = converse("Add a task here", offered, page=project_page(home))
     assert calls == []
     assert reply.startswith("What title (in quotes)?")
-    assert "“create a task 'Task title' here”" in reply
+    assert "“create a task '<title>' here”" in reply
 
 
 def test_delete_this_task_on_a_tasks_page_deletes_that_task(offered: list[Tool], home: Project) -> None:
@@ -257,7 +267,7 @@ def test_delete_this_with_no_page_asks_which_it_is(offered: list[Tool]) -> None:
     calls, reply = converse("delete this", offered)
     assert calls == []
     assert reply.startswith("Which do you mean?")
-    assert "“delete the project 'Project name'”" in reply and "“delete the task 'Task title'”" in reply
+    assert "“delete the project '<name>'”" in reply and "“delete the task '<title>'”" in reply
 
 
 def test_the_page_message_is_never_the_request(offered: list[Tool], home: Project) -> None:
@@ -293,7 +303,7 @@ def test_suggested_requests_are_understood(offered: list[Tool], home: Project) -
 def test_on_a_page_what_it_can_do_here_comes_first(offered: list[Tool], home: Project) -> None:
     _, reply = converse("what can you do here?", offered, page=project_page(home))
     assert reply.index(f"**Here, on the project “Home” (#{home.pk})**") < reply.index("**Comments**")
-    assert "“archive this project”" in reply and "“create a task 'Task title' here”" in reply
+    assert "“archive this project”" in reply and "“create a task '<title>' here”" in reply
 
 
 # Through the real loop, tools and database.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from .page import Page
 from .results import plural
@@ -32,6 +33,9 @@ _ASKS = re.compile(
 )
 _PARENTHESES = re.compile(r"\s*\([^)]*\)")
 _BY_ID = re.compile(r",?\s*(?:by|given|with)\s+(?:its|the\s+\w+(?:'s|’s)?)\s+id\b", re.IGNORECASE)
+# One line of the list `capabilities` writes, and the heading above a group of them.
+_LINE = re.compile(r"^- (?P<purpose>.+?)(?: — e\.g\. “(?P<example>[^”]+)”)?(?: \(`[\w.-]+`\))?$")
+_HEADING = re.compile(r"^\*\*(?P<heading>[^*]+)\*\*$")
 _CANONICAL = {"list": "list", "create": "create", "update": "change", "complete": "complete", "delete": "delete"}
 
 Understood = Callable[[str, ToolInfo, "Page | None"], bool]
@@ -70,12 +74,13 @@ def _verb(info: ToolInfo) -> str:
 
 
 def _placeholder(noun: str, infos: Sequence[ToolInfo]) -> str:
-    """How an example names a record: by a made-up title or name when a read can find it, else by id."""
+    """How an example names a record: by a placeholder for its title or name when a read can find it, else
+    for its id. A placeholder reads as one in the panel, and sent back as it is the model asks for its value."""
     readers = [info for info in infos if info.is_read and noun in info.nouns and info.search_field]
     if not readers:
-        return f"{noun} 1"
+        return f"{noun} <id>"
     label = next((prop for prop in ("title", "name", "label", "subject") if prop in readers[0].properties), "name")
-    return f"the {noun} '{noun.capitalize()} {label}'"
+    return f"the {noun} '<{label}>'"
 
 
 def _page_fits(info: ToolInfo, page: Page | None) -> bool:
@@ -91,7 +96,7 @@ def _candidates(info: ToolInfo, infos: Sequence[ToolInfo], page: Page | None) ->
     verb = _verb(info)
     own = next((r for r in info.references if r.own), None)
     related = [r for r in info.references if not r.own and r.prop in info.required]
-    text = f"'{noun.capitalize()} {info.text_field.replace('_', ' ')}'" if info.text_field else ""
+    text = f"'<{info.text_field.replace('_', ' ')}>'" if info.text_field else ""
     found: list[str] = []
     if info.is_read or (info.action is None and info.verb is None):
         aspects = [_said(info, n) for n in info.nouns if n != subject and n in info.name_stems]
@@ -123,7 +128,7 @@ def _candidates(info: ToolInfo, infos: Sequence[ToolInfo], page: Page | None) ->
 
 
 def _new_text(info: ToolInfo) -> str:
-    return f"New {(info.text_field or 'name').replace('_', ' ')}"
+    return f"<new {(info.text_field or 'name').replace('_', ' ')}>"
 
 
 def example(info: ToolInfo, infos: Sequence[ToolInfo], page: Page | None, understood: Understood) -> str | None:
@@ -167,3 +172,25 @@ def capabilities(
     )
     return (intro + "\n\n" if intro else "") + body + outro
 
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One thing a list of capabilities says: under which heading, what, and the example request (if any)."""
+
+    heading: str
+    purpose: str
+    example: str | None
+
+
+def read_capabilities(text: str) -> list[Offer]:
+    """The lines of a list `capabilities` wrote (a member's answer, read by the spec that asked it)."""
+    offers: list[Offer] = []
+    heading = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if found := _HEADING.match(line):
+            heading = found.group("heading")
+        elif heading and (item := _LINE.match(line)):
+            offers.append(Offer(heading, item.group("purpose"), item.group("example")))
+    return offers

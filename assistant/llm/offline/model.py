@@ -21,9 +21,10 @@ from .fields import field_values
 from .page import Page, asks_about, describe_page, person_and_page, pointed_kind, points
 from .replies import beyond, missing_reply, result_reply, which_of
 from .results import describe_row, match_rows, plural, read_outcome, row_id
+from .roster import ask_members
 from .schema import Reference, ToolInfo, analyse_tools
-from .society import PLAN_TOOL, delegate, is_delegation, members_reply, split_request
-from .text import ACTION_STEMS, Name, Request, action_of, read_request, stem, words
+from .society import PLAN_TOOL, delegate, is_delegation, split_request
+from .text import ACTION_STEMS, Name, Request, action_of, filled, read_request, stem, words
 
 MODEL_NAME = "offline-demo"
 MIN_SCORE = 2.0
@@ -123,16 +124,17 @@ class OfflineModel:
         own = [tool for tool in tools if not is_delegation(tool) and tool.name != PLAN_TOOL]
         infos = analyse_tools(own)
         request = read_request(text, today=today)
-        if any(is_delegation(tool) for tool in tools):
-            if asks_what_i_can_do(text) and not own:
-                return members_reply(tools), []
-            if len(split_request(text)) > 1 or _choose_tool(request, infos, page) is None:
-                delegated = delegate(text, made, results, tools, next_id)
-                if delegated is not None:
-                    return delegated
-
+        asks_members = any(is_delegation(tool) for tool in tools)
         if asks_what_i_can_do(text):
+            if asks_members and not own:
+                # Only the members know which of their tools this person may use: each says for itself.
+                return ask_members(made, results, tools, next_id)
             return capabilities(infos, _understood(infos), page=page, intro=_INTRO), []
+        if asks_members and (len(split_request(text)) > 1 or _choose_tool(request, infos, page) is None):
+            delegated = delegate(text, made, results, tools, next_id)
+            if delegated is not None:
+                return delegated
+
         if page is not None and asks_about(text) and _means_page(text, page):
             return describe_page(page), []
         parts = split_request(text)
@@ -230,7 +232,7 @@ def _understood(infos: list[ToolInfo]) -> Any:
     today = timezone.localdate()
 
     def check(text: str, info: ToolInfo, page: Page | None) -> bool:
-        request = read_request(text, today=today)
+        request = read_request(filled(text), today=today)  # as the person sends it, values for placeholders
         if _choose_tool(request, infos, page) is not info:
             return False
         plan = _plan(request, info, infos, page)

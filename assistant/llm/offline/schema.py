@@ -220,7 +220,15 @@ def analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
 
 def _analyse_tools(tools: Sequence[ToolSpec]) -> list[ToolInfo]:
     name_stems = [[stem(w) for w in words(t.name)] for t in tools]
-    common: set[str] = set.intersection(*(set(s) for s in name_stems)) if len(tools) > 1 else set()
+    shared: set[str] = set.intersection(*(set(s) for s in name_stems)) if len(tools) > 1 else set()
+    # The shared stems are dropped in the order the names spell them (the app's prefix first), only while
+    # every tool keeps a noun: with `app_project_create` and `app_project_archive` alone, `project` stays
+    # the noun of both, not of the one whose name has nothing else but its verb.
+    common: set[str] = set()
+    for shared_stem in (s for s in dict.fromkeys(name_stems[0]) if s in shared) if shared else ():
+        if any(all(s in common | {shared_stem} or action_of(s) for s in stems_) for stems_ in name_stems):
+            break
+        common.add(shared_stem)
     raw_nouns = [
         tuple(s for s in stems_ if not action_of(s) and s not in common) or tuple(s for s in stems_ if not action_of(s))
         for stems_ in name_stems

@@ -56,29 +56,12 @@ def is_delegation(tool: ToolSpec) -> bool:
     return tool.name.startswith(_ASK) and "task" in (tool.parameters.get("properties") or {})
 
 
-def _seat(tool: ToolSpec) -> Seat:
+def seat_of(tool: ToolSpec) -> Seat:
     found = _ROLE.search(tool.description)
     role = found.group("role") if found else tool.description
     role_stems = frozenset(stems(role))
     return Seat(tool, tool.name[len(_ASK):], role_stems,
                 frozenset(action for word in role_stems if (action := action_of(word)) is not None))
-
-
-def members_reply(tools: Sequence[ToolSpec]) -> str:
-    """What a spec that only asks members can do: whom it asks, and for what."""
-    seats = [_seat(tool) for tool in tools if is_delegation(tool)]
-    lines = []
-    for seat in seats:
-        found = _ROLE.search(seat.tool.description)
-        role = (found.group("role") if found else seat.tool.description).strip().rstrip(".")
-        lines.append(f"- **{seat.name}**: {role}")
-    planned = " I say my plan first when a request has several parts." if any(
-        tool.name == PLAN_TOOL for tool in tools) else ""
-    if not lines:
-        return "I'm the offline demo model and no tools or members are offered to you here, so I can only chat."
-    return ("Here is what I can do for you: I hand each part of your request to the member whose role fits it, "
-            "and tell you what each did." + planned + "\n\n" + "\n".join(lines)
-            + "\n\nAsk in short requests that say what to do and to what; join several parts with “then”.")
 
 
 def split_request(text: str) -> list[str]:
@@ -101,13 +84,16 @@ def split_request(text: str) -> list[str]:
 
 def _fit(seat: Seat, request: Request) -> int:
     """How well the member's role fits the task: the thing it acts on, the action, other shared words."""
-    acted_on = next((name.noun for name in request.names if name.noun), None)
+    # A placeholder ("the task '<title>'", an example sent back as it is) says what is acted on as a name does.
+    named = sorted((*request.names, *request.placeholders), key=lambda name: name.start)
+    acted_on = next((name.noun for name in named if name.noun), None)
     score = 4 if acted_on is not None and acted_on in seat.stems else 0
     score += 3 if request.actions & seat.actions else 0
-    return score + 2 * len((request.stems & seat.stems) - {acted_on})
+    # The kinds of the other records named ("to the project 'Home'") say where, not who should act.
+    return score + 2 * len((request.stems & seat.stems) - {name.noun for name in named})
 
 
-def _route(tasks: list[str], seats: list[Seat]) -> tuple[list[tuple[str, Seat]], list[str]]:
+def route(tasks: list[str], seats: list[Seat]) -> tuple[list[tuple[str, Seat]], list[str]]:
     """Each task with the member it goes to (the best fit; the registry's order breaks ties), and the
     tasks no member fits."""
     routed, unfit = [], []
@@ -137,7 +123,7 @@ def _batches(routed: list[tuple[str, Seat]]) -> list[list[tuple[str, Seat]]]:
     return batches
 
 
-def _answer_of(content: str) -> dict[str, Any]:
+def answer_of(content: str) -> dict[str, Any]:
     try:
         value = json.loads(content)
     except ValueError:
@@ -149,11 +135,11 @@ def delegate(text: str, made: Sequence[ToolCall], results: Mapping[str | None, s
              next_id: int) -> tuple[str, list[ToolCall]] | None:
     """The next step of handing `text` round the members: calls to make, a wait ("", []), or the reply.
     None when the request is one task no member fits (the model then tries its own tools)."""
-    seats = [_seat(tool) for tool in tools if is_delegation(tool)]
+    seats = [seat_of(tool) for tool in tools if is_delegation(tool)]
     if not seats:
         return None
     tasks = split_request(text)
-    routed, unfit = _route(tasks, seats)
+    routed, unfit = route(tasks, seats)
     if unfit:
         if len(tasks) == 1:
             return None
@@ -179,7 +165,7 @@ def delegate(text: str, made: Sequence[ToolCall], results: Mapping[str | None, s
             elif previous.id not in results:
                 waiting = True
             else:
-                heard.append((task, seat, _answer_of(results[previous.id])))
+                heard.append((task, seat, answer_of(results[previous.id])))
         if calls:
             return "", calls
         if waiting:

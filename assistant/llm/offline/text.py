@@ -15,6 +15,9 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _QUOTED = re.compile(r"""(?<!\w)'([^']+)'(?!\w)|"([^"]+)"|“([^”]+)”|‘([^’]+)’""")
 _CAPITALISED = re.compile(r"\b[A-Z][\w-]*(?:\s+[A-Z][\w-]*)*")
 _NUMBERED = re.compile(r"(?:\b([a-z]+)\s+)?(?:#|\bno\.?\s*|\bnumber\s+|\bid\s+)?(?<![\w-])(\d+)\b", re.IGNORECASE)
+# A placeholder in an example request ("create a task '<title>'"): it stands for a value, it is none.
+_PLACEHOLDER = re.compile(r"<[^<>]+>")
+_ID_PLACEHOLDER = re.compile(r"<[^<>]*\bid>")
 _ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 _IN_DAYS = re.compile(r"\bin\s+(\d+)\s+days?\b", re.IGNORECASE)
 
@@ -172,6 +175,7 @@ class Request:
     names: tuple[Name, ...]
     numbers: tuple[tuple[str | None, int], ...]  # (stemmed noun before it or None, value)
     date: dt.date | None
+    placeholders: tuple[Name, ...] = ()  # "'<title>'" in an example sent back as it is: where a value goes
 
 
 def _word_before(text: str, index: int) -> tuple[str | None, str | None]:
@@ -201,13 +205,25 @@ def without_quotes(text: str) -> str:
     return _QUOTED.sub(lambda m: " " * len(m.group(0)), text)
 
 
-def _names(text: str) -> tuple[list[Name], str]:
+def is_placeholder(value: str) -> bool:
+    return bool(_PLACEHOLDER.fullmatch(value.strip()))
+
+
+def filled(text: str) -> str:
+    """An example request with its placeholders given values, as a person would send it (how an example is
+    checked before it is shown): an id a number, anything else a name."""
+    return _PLACEHOLDER.sub("Example", _ID_PLACEHOLDER.sub("1", text))
+
+
+def _names(text: str) -> tuple[list[Name], list[Name], str]:
     names: list[Name] = []
+    placeholders: list[Name] = []
     for match in _QUOTED.finditer(text):
         value = next(group for group in match.groups() if group is not None).strip()
         if value:
             noun, preposition = _word_before(text, match.start())
-            names.append(Name(value, True, noun, preposition, match.start()))
+            found = Name(value, True, noun, preposition, match.start())
+            (placeholders if is_placeholder(value) else names).append(found)
     # Blank the quoted parts out so their words are not matched again as capitalised names or words.
     unquoted = without_quotes(text)
     for match in _CAPITALISED.finditer(unquoted):
@@ -222,7 +238,7 @@ def _names(text: str) -> tuple[list[Name], str]:
             continue
         names.append(Name(value, False, noun, preposition, match.start()))
     names.sort(key=lambda name: name.start)
-    return names, unquoted
+    return names, placeholders, unquoted
 
 
 def _date(text: str, today: dt.date) -> dt.date | None:
@@ -247,7 +263,7 @@ def _date(text: str, today: dt.date) -> dt.date | None:
 
 def read_request(text: str, *, today: dt.date) -> Request:
     """Parse one user message."""
-    names, unquoted = _names(text)
+    names, placeholders, unquoted = _names(text)
     without_dates = _ISO_DATE.sub(" ", unquoted)
     content = [stem(w) for w in words(without_dates) if w not in STOPWORDS or w in ("what", "which")]
     actions = {action for s in content if (action := action_of(s))}
@@ -264,4 +280,5 @@ def read_request(text: str, *, today: dt.date) -> Request:
         names=tuple(names),
         numbers=numbers,
         date=_date(text, today),
+        placeholders=tuple(placeholders),
     )
