@@ -18,9 +18,11 @@ from django.utils import timezone
 from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
 from .capabilities import asks_what_i_can_do, capabilities, purpose
 from .fields import field_values
+from .followup import answered_request, relayed_task
+from .lookups import Lookup, find_call, lookup_arguments, reader_for, resolve
 from .page import Page, asks_about, describe_page, person_and_page, pointed_kind, points
 from .replies import beyond, missing_reply, result_reply, which_of
-from .results import describe_row, match_rows, plural, read_outcome, row_id
+from .results import plural, read_outcome
 from .roster import ask_members
 from .schema import Reference, ToolInfo, analyse_tools
 from .society import PLAN_TOOL, delegate, is_delegation, split_request
@@ -29,17 +31,6 @@ from .text import ACTION_STEMS, Name, Request, action_of, filled, read_request, 
 MODEL_NAME = "offline-demo"
 MIN_SCORE = 2.0
 _INTRO = "Here is what I can do for you:"
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """Find the id of the `noun` called `name` with the read tool `tool`, for argument `prop`."""
-
-    prop: str
-    noun: str
-    name: str
-    tool: ToolInfo
-    arguments: dict[str, Any]
 
 
 @dataclass
@@ -114,7 +105,6 @@ class OfflineModel:
         last_user, page = person_and_page(messages)
         if last_user is None:
             return "Hello! Ask me to do something in this app, or ask what I can do.", []
-        text = messages[last_user].content
         today = timezone.localdate()
         turn = messages[last_user + 1 :]
         results = {m.tool_call_id: m.content for m in turn if m.role == "tool"}
@@ -123,8 +113,14 @@ class OfflineModel:
         # A spec that may ask members hands them what its own tools do not cover (see society.py).
         own = [tool for tool in tools if not is_delegation(tool) and tool.name != PLAN_TOOL]
         infos = analyse_tools(own)
-        request = read_request(text, today=today)
         asks_members = any(is_delegation(tool) for tool in tools)
+        # "5" after "Which book (its id)?": the request asked about, with the value (see followup.py).
+        text = messages[last_user].content
+        if asks_members and not own:
+            text = relayed_task(messages, last_user) or text
+        elif not asks_what_i_can_do(text):
+            text = answered_request(messages, last_user, lambda earlier, joined: _better(earlier, joined, infos, page))
+        request = read_request(text, today=today)
         if asks_what_i_can_do(text):
             if asks_members and not own:
                 # Only the members know which of their tools this person may use: each says for itself.
@@ -205,18 +201,18 @@ def _step(
     if plan.problem:
         return Step(plan.problem, ok=False)
     for lookup in plan.lookups:
-        previous = _find_call(made, lookup.tool.name, lookup.arguments)
+        previous = find_call(made, lookup.tool.name, lookup.arguments)
         if previous is None:
             return Step(calls=[ToolCall(f"call_offline_{next_id}", lookup.tool.name, lookup.arguments)])
         if previous.id not in results:
             return Step(waiting=True)  # the loop has not answered the call yet; nothing new to say
-        resolved, problem = _resolve(lookup, results[previous.id])
+        resolved, problem = resolve(lookup, results[previous.id])
         if problem:
             return Step(problem, ok=False)
         plan.arguments[lookup.prop] = resolved
     if plan.missing:
         return Step(missing_reply(target, plan.missing, infos, page, _understood(infos)), ok=False)
-    previous = _find_call(made, target.name, plan.arguments)
+    previous = find_call(made, target.name, plan.arguments)
     if previous is None:
         return Step(calls=[ToolCall(f"call_offline_{next_id}", target.name, plan.arguments)])
     if previous.id not in results:
@@ -239,6 +235,18 @@ def _understood(infos: list[ToolInfo]) -> Any:
         return not plan.problem and not plan.missing
 
     return check
+
+
+def _better(earlier: str, joined: str, infos: list[ToolInfo], page: Page | None) -> bool:
+    """Whether `joined` is the request `earlier` for the same tool with more of it known: a missing value
+    given, or a record given by its id that had to be looked up."""
+    today = timezone.localdate()
+    before, after = read_request(earlier, today=today), read_request(joined, today=today)
+    target = _choose_tool(before, infos, page)
+    if target is None or _choose_tool(after, infos, page) is not target:
+        return False
+    was, now = _plan(before, target, infos, page), _plan(after, target, infos, page)
+    return not now.problem and (len(now.missing) < len(was.missing) or len(now.lookups) < len(was.lookups))
 
 
 def _tied(request: Request, infos: list[ToolInfo], page: Page | None) -> list[ToolInfo]:
@@ -358,7 +366,7 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo], page: Page 
             # The tool looks the name up itself, within what the user may see; a lookup would only add a step.
             arguments[reference.prop] = name.text
             continue
-        reader = _reader_for(reference.noun, infos)
+        reader = reader_for(reference.noun, infos)
         if reader is None:
             return Plan(
                 target,
@@ -370,7 +378,7 @@ def _plan(request: Request, target: ToolInfo, infos: list[ToolInfo], page: Page 
                     f"{plural(reference.noun, 2)}."
                 ),
             )
-        lookups.append(Lookup(reference.prop, reference.noun, name.text, reader, _lookup_arguments(reader, name.text)))
+        lookups.append(Lookup(reference.prop, reference.noun, name.text, reader, lookup_arguments(reader, name.text)))
 
     if pointed is not None and not any(pointed.is_kind(r.noun) for r in target.references):
         own = next((r for r in target.references if r.own and r.prop not in arguments), None)
@@ -451,40 +459,3 @@ def _name_for(reference: Reference, request: Request, target: ToolInfo, used: se
         return None
     placed = [name for name in free if name.preposition is not None and name.noun is None]
     return placed[0] if placed else None
-
-
-def _reader_for(noun: str, infos: list[ToolInfo]) -> ToolInfo | None:
-    readers = [info for info in infos if info.is_read and noun in info.nouns]
-    # The most specific reader: `project_list` rather than `project_member_list`.
-    return min(readers, key=lambda info: len(info.nouns)) if readers else None
-
-
-def _lookup_arguments(reader: ToolInfo, name: str) -> dict[str, Any]:
-    if reader.search_field:
-        return {reader.search_field: name}
-    for prop in ("name", "title", "label"):
-        if prop in reader.properties:
-            return {prop: name}
-    return {}
-
-
-def _find_call(made: list[ToolCall], name: str, arguments: dict[str, Any]) -> ToolCall | None:
-    return next((call for call in made if call.name == name and call.arguments == arguments), None)
-
-
-def _resolve(lookup: Lookup, content: str) -> tuple[Any, str]:
-    outcome = read_outcome(content)
-    if outcome.kind in ("denied", "failed", "invalid", "declined"):
-        detail = f" ({outcome.message})" if outcome.message else ""
-        return None, f"I couldn't look up the {lookup.noun} “{lookup.name}”{detail}."
-    matches = match_rows(outcome.rows, lookup.name)
-    if not matches:
-        return None, f"I couldn't find a {lookup.noun} called “{lookup.name}”. Nothing was changed."
-    ids = sorted({str(row_id(row)) for row in matches})
-    if len(ids) > 1:
-        listing = "; ".join(describe_row(row, lookup.tool.labels, with_id=True) for row in matches[:5])
-        return None, (
-            f"More than one {lookup.noun} matches “{lookup.name}”: {listing}. "
-            f"Which one? You can give its number, e.g. {lookup.noun} {ids[0]}."
-        )
-    return row_id(matches[0]), ""
