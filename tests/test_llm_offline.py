@@ -390,3 +390,32 @@ def test_whose_id_an_argument_holds_comes_from_its_description() -> None:
     ]
     # Naming a field the list can be sorted by is not asking for that order.
     assert _first_call("list deals by name", tools) == ("crm_deal_list", {})
+
+
+def _member(name: str, role: str) -> Tool:
+    """A delegation tool as a society offers one (`ask_<member>`, its role in the description)."""
+    return Tool(f"ask_{name}", f"Hand a task to the member “{name}”: {role.rstrip('.')}. It works with its own "
+                "tools and answers with what it did. Its record: new.",
+                {"type": "object", "properties": {"task": {"type": "string"}, "context": {"type": "string"}},
+                 "required": ["task"], "additionalProperties": False})
+
+
+def test_a_record_with_records_of_another_kind_in_it_is_split_for_any_app() -> None:
+    """"a album P with the photos 'a' and 'b'": the kinds come from the members' roles, not from one app."""
+    members = [_member("curator", "Creates and renames albums."), _member("archivist", "Adds and removes photos.")]
+    model = get_model("offline")
+    messages = [Message.user("create an album Summer with the photos 'Lake' and 'Beach'")]
+    first = model.call_tools(messages, members)
+    assert [(c.name, c.arguments) for c in first.tool_calls] == [
+        ("ask_curator", {"task": "Create the album 'Summer'."})]
+    messages += [first.to_message(), Message.tool(first.tool_calls[0].id, json.dumps(
+        {"status": "answered", "answer": "Done: album Summer created."}))]
+    second = model.call_tools(messages, members)
+    assert [(c.name, c.arguments) for c in second.tool_calls] == [
+        ("ask_archivist", {"task": "Add the photo 'Lake' to the album 'Summer'."}),
+        ("ask_archivist", {"task": "Add the photo 'Beach' to the album 'Summer'."}),
+    ]
+    # A field is no kind of record: "with the colour 'red'" stays one task.
+    one = model.call_tools([Message.user("create an album Summer with the colour 'red'")], members)
+    assert [c.name for c in one.tool_calls] == ["ask_curator"]
+    assert one.tool_calls[0].arguments["task"] == "Create a album Summer with the colour 'red'."

@@ -25,7 +25,7 @@ from .replies import beyond, missing_reply, result_reply, which_of
 from .results import plural, read_outcome
 from .roster import ask_members
 from .schema import Reference, ToolInfo, analyse_tools
-from .society import PLAN_TOOL, delegate, is_delegation, split_request
+from .society import PLAN_TOOL, delegate, is_delegation, kinds_of, split_request
 from .text import ACTION_STEMS, Name, Request, action_of, filled, read_request, stem, words
 
 MODEL_NAME = "offline-demo"
@@ -126,14 +126,16 @@ class OfflineModel:
                 # Only the members know which of their tools this person may use: each says for itself.
                 return ask_members(made, results, tools, next_id)
             return capabilities(infos, _understood(infos), page=page, intro=_INTRO), []
-        if asks_members and (len(split_request(text)) > 1 or _choose_tool(request, infos, page) is None):
+        # The kinds of record the tools and members name: how "a project P with the tasks 'a' and 'b'" splits.
+        kinds = kinds_of(tools) | {noun for info in infos for noun in info.nouns}
+        if asks_members and (len(split_request(text, kinds)) > 1 or _choose_tool(request, infos, page) is None):
             delegated = delegate(text, made, results, tools, next_id)
             if delegated is not None:
                 return delegated
 
         if page is not None and asks_about(text) and _means_page(text, page):
             return describe_page(page), []
-        parts = split_request(text)
+        parts = split_request(text, kinds)
         if len(parts) > 1:
             requests = [read_request(part, today=today) for part in parts]
             unfit = [part for part, asked in zip(parts, requests, strict=True)

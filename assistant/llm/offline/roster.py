@@ -15,7 +15,7 @@ from typing import Any
 
 from ..types import ToolCall, ToolSpec
 from .capabilities import Offer, read_capabilities
-from .society import Seat, answer_of, is_delegation, route, seat_of, split_request
+from .society import Seat, answer_of, is_delegation, kinds_of, route, seat_of, split_request
 
 #: What each member is asked: a question its model (the offline one included) answers with what it can do.
 CAPABILITY_TASK = "What can you do for me?"
@@ -50,7 +50,7 @@ def ask_members(made: Sequence[ToolCall], results: Mapping[str | None, str], too
 
 def _reaches(example: str, seats: list[Seat], offered: dict[str, list[Offer]]) -> bool:
     """Whether `example`, sent to this spec, goes (as one task) to a member that gave it as an example."""
-    tasks = split_request(example)
+    tasks = split_request(example, kinds_of([seat.tool for seat in seats]))
     if len(tasks) != 1:
         return False
     routed, _ = route(tasks, seats)

@@ -9,7 +9,8 @@ When a member cannot go on, the model stops there and tells the person what was 
 Like the rest of the demo model it keeps no state: each call works the plan out again from the messages.
 
 Requests it splits: parts joined by "then", "and then", "after that" or ";"; "a project P with the tasks
-'a' and 'b'" (a project, then a task each); "tell me", "show me", "give me" and "what are" ask for a list.
+'a' and 'b'" (a project, then a task each, for any two kinds of record the members' roles name); "tell me",
+"show me", "give me" and "what are" ask for a list.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from django.utils import timezone
 
 from ..types import ToolCall, ToolSpec
-from .text import Request, action_of, quoted_parts, read_request, stems
+from .text import Request, action_of, quoted_parts, read_request, stem, stems
 
 #: How the product names a delegation tool (assistant/society/offer.py): `ask_<member>`; and its planning tool
 #: (assistant/plans/offer.py), which a request of several tasks is planned with first, in the open.
@@ -33,11 +34,14 @@ _ROLE = re.compile(r"“[^”]*”: (?P<role>.*?)\. It works with its own tools"
 _PARTS = re.compile(r"\s*(?:[,;]\s*(?:and\s+)?then\b|[,;]?\s+and\s+then\b|\bthen\b|[,;]?\s*after that\b|;)\s*",
                     re.IGNORECASE)
 _LIST_ASKED = re.compile(r"^(?:please\s+)?(?:tell me|show me|give me|what are)\s+", re.IGNORECASE)
-_PROJECT_WITH_TASKS = re.compile(
-    r"^(?:please\s+)?(?:create|make|add|start|set up)\s+(?:a\s+|the\s+)?(?:new\s+)?project\s+"
-    r"(?P<name>'[^']+'|\"[^\"]+\"|“[^”]+”|[\w-]+)\s+with\s+(?:the\s+)?tasks?\s+(?P<tasks>.+)$",
+# "create a project Garden with the tasks 'a' and 'b'": a record, and records of another kind in it. Which
+# words are kinds of record is the tools' and members' to say (`kinds_of`), so any app's nouns work.
+_WITH_PARTS = re.compile(
+    r"^(?:please\s+)?(?:create|make|add|start|set up)\s+(?:a\s+|an\s+|the\s+)?(?:new\s+)?(?P<kind>[a-z][\w-]*)\s+"
+    r"(?P<name>'[^']+'|\"[^\"]+\"|“[^”]+”|[\w-]+)\s+with\s+(?:the\s+)?(?P<parts>[a-z][\w-]*)\s+(?P<items>.+)$",
     re.IGNORECASE,
 )
+_QUOTED_LIST = re.compile(r"""(?:\s*(?:,|\band\b)?\s*(?:'[^']+'|"[^"]+"|“[^”]+”|‘[^’]+’))+\s*""")
 #: Below this a member's role does not fit a task at all.
 MIN_FIT = 3
 
@@ -64,20 +68,35 @@ def seat_of(tool: ToolSpec) -> Seat:
                 frozenset(action for word in role_stems if (action := action_of(word)) is not None))
 
 
-def split_request(text: str) -> list[str]:
-    """The request as tasks of one action each, in the order asked."""
+def kinds_of(tools: Sequence[ToolSpec]) -> frozenset[str]:
+    """The kinds of record the members' roles name ("Adds, updates, … tasks" -> task), stemmed."""
+    return frozenset(word for tool in tools if is_delegation(tool) for word in seat_of(tool).stems
+                     if action_of(word) is None)
+
+
+def _singular(word: str) -> str:
+    if word.lower().endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if word.lower().endswith("s") and not word.lower().endswith("ss") else word
+
+
+def split_request(text: str, kinds: frozenset[str] = frozenset()) -> list[str]:
+    """The request as tasks of one action each, in the order asked. `kinds` are the stemmed kinds of record
+    the tools or members name: "a <kind> P with the <other kind>s 'a' and 'b'" is P, then each of those."""
     tasks: list[str] = []
     for part in (piece.strip(" ,.;") for piece in _PARTS.split(text)):
         if not part:
             continue
         part = _LIST_ASKED.sub("list ", part)
-        with_tasks = _PROJECT_WITH_TASKS.match(part)
-        if with_tasks:
-            name = with_tasks.group("name").strip("'\"“”")
-            tasks.append(f"Create the project '{name}'.")
-            tasks.extend(f"Add the task '{title}' to the project '{name}'."
-                         for title in quoted_parts(with_tasks.group("tasks")))
-            continue
+        with_parts = _WITH_PARTS.match(part)
+        if with_parts and _QUOTED_LIST.fullmatch(with_parts.group("items")):
+            kind, inner = with_parts.group("kind").lower(), _singular(with_parts.group("parts").lower())
+            if stem(kind) in kinds and stem(inner) in kinds and stem(kind) != stem(inner):
+                name = with_parts.group("name").strip("'\"“”")
+                tasks.append(f"Create the {kind} '{name}'.")
+                tasks.extend(f"Add the {inner} '{title}' to the {kind} '{name}'."
+                             for title in quoted_parts(with_parts.group("items")))
+                continue
         tasks.append(part[:1].upper() + part[1:] + ("" if part.endswith((".", "?", "!")) else "."))
     return tasks
 
@@ -138,7 +157,7 @@ def delegate(text: str, made: Sequence[ToolCall], results: Mapping[str | None, s
     seats = [seat_of(tool) for tool in tools if is_delegation(tool)]
     if not seats:
         return None
-    tasks = split_request(text)
+    tasks = split_request(text, kinds_of(tools))
     routed, unfit = route(tasks, seats)
     if unfit:
         if len(tasks) == 1:
