@@ -418,4 +418,4 @@ def test_a_record_with_records_of_another_kind_in_it_is_split_for_any_app() -> N
     # A field is no kind of record: "with the colour 'red'" stays one task.
     one = model.call_tools([Message.user("create an album Summer with the colour 'red'")], members)
     assert [c.name for c in one.tool_calls] == ["ask_curator"]
-    assert one.tool_calls[0].arguments["task"] == "Create a album Summer with the colour 'red'."
+    assert one.tool_calls[0].arguments["task"] == "Create an album Summer with the colour 'red'."
