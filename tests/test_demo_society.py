@@ -210,6 +210,9 @@ def test_what_can_you_do_is_what_each_member_can_do_for_the_person(alice: Any, c
     shown = EXAMPLE.findall(reply)
     assert len(shown) >= 10
     assert any("archive" in example for _, example in shown) and any("delete" in example for _, example in shown)
+    # The placeholders read as such, and the reply says what to do with them.
+    assert "“create a task '<title>' in the project '<name>'”" in reply
+    assert reply.endswith("Put your own values where an example has <angle brackets>.")
 
     # Each example, sent back to the orchestrator, goes to one member, whose own tools do what its line says.
     asking = [*delegation_tools(owner=alice, asking="orchestrator"), PlanTool()]

@@ -169,6 +169,7 @@ def capabilities(
     body = "\n\n".join(f"**{key[:1].upper() + key[1:]}**\n" + "\n".join(groups[key]) for key in ordered)
     outro = (
         "\n\nI'm the offline demo model: say what to do and to what, with names in quotes, one request at a time."
+        + (" Put your own values where an example has <angle brackets>." if "<" in body else "")
     )
     return (intro + "\n\n" if intro else "") + body + outro
 

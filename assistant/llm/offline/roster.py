@@ -91,5 +91,6 @@ def compose(heard: list[tuple[Seat, dict[str, Any]]], seats: list[Seat]) -> str:
     who = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
     intro = f"Here is what I can do for you. I hand each request to the member whose role fits it ({who}):"
     outro = ("I'm the offline demo model: say what to do and to what, with names in quotes, one request at a "
-             "time, or several joined with “then”.")
+             "time, or several joined with “then”.") + (
+        " Put your own values where an example has <angle brackets>." if any("<" in block for block in blocks) else "")
     return "\n\n".join([intro, *blocks, outro])
