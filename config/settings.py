@@ -121,6 +121,7 @@ INSTALLED_APPS = [
     "channels",
     "assistant",
     "assistant.mcp",  # the person's own agent over MCP, with access tokens (optional)
+    "assistant.agui",  # an AG-UI frontend (CopilotKit…) talks to the assistant (optional; after assistant.mcp)
     # Hosted agents connect through OAuth (optional; after assistant.mcp, whose consent page wins).
     "django_mcpz.oauth",
     "assistant.evals",  # eval sets made from recorded runs (optional; after assistant, whose run list it extends)

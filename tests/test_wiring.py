@@ -129,13 +129,25 @@ def test_the_optional_sub_apps_are_held_to_the_same_boundary() -> None:
     scanned = set((PROJECT_DIR / "assistant").rglob("*.py"))
     sub_app = set((PROJECT_DIR / "assistant" / "mcp").rglob("*.py"))
     assert PROJECT_DIR / "assistant" / "mcp" / "tokens.py" in sub_app and sub_app <= scanned
+    # assistant/agui/ (the AG-UI endpoint) is another optional sub-app: it takes the person's access tokens
+    # through the MCP sub-app's own check, and only where a host installed that app (its view asks first).
+    agui = set((PROJECT_DIR / "assistant" / "agui").rglob("*.py"))
     importers = {
         str(source_file.relative_to(PROJECT_DIR))
-        for source_file in scanned - sub_app
+        for source_file in scanned - sub_app - agui
         if any(module.startswith("assistant.mcp") for module in _imported_modules(source_file))
     }
     assert importers <= {"assistant/urls.py"}, importers
     assert 'if apps.is_installed("assistant.mcp"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
+    agui_view = PROJECT_DIR / "assistant" / "agui" / "views.py"
+    assert {str(source_file.relative_to(PROJECT_DIR)) for source_file in agui
+            if any(module.startswith("assistant.mcp") for module in _imported_modules(source_file))
+            } <= {"assistant/agui/views.py"}
+    assert 'apps.is_installed("assistant.mcp")' in agui_view.read_text()
+    assert {str(source_file.relative_to(PROJECT_DIR)) for source_file in scanned - agui
+            if any(module.startswith("assistant.agui") for module in _imported_modules(source_file))
+            } <= {"assistant/urls.py"}
+    assert 'if apps.is_installed("assistant.agui"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
     # assistant/evals/ (eval sets) likewise: nothing of the core imports it.
     evals = set((PROJECT_DIR / "assistant" / "evals").rglob("*.py"))
     assert evals and not {

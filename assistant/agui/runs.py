@@ -1,0 +1,378 @@
+"""What an AG-UI request does to the person's rows, and what the stream reads back: synchronous, one trip to a
+database thread each (the stream holds no connection between them).
+
+`begin` decides what a `RunAgentInput` asks for (docs/ag-ui.md, "Runs"), in one transaction:
+
+- a `runId` the person posted before re-attaches to the run it followed; nothing new is started;
+- `resume` answers the interrupts of a paused run through `assistant.services.run_confirm`, the panel's own
+  answer (a stale or forged interrupt id is refused there, and nothing changes); the run goes on in a worker;
+- a new message of the person (the input's last message, a `user` message the thread has not sent before)
+  is `assistant.services.chat_send`, the panel's own send: stored, one active run per chat, queued for the
+  worker, every rule of the panel included;
+- otherwise the thread's chat as it is: its run at work re-attached, or a messages snapshot of it.
+
+`tree_state` reads a top run's tree (its members and their steps, as the panel's events carry them) for
+`assistant.agui.translate`; `messages_snapshot` the chat as AG-UI messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ag_ui.core import (
+    AssistantMessage,
+    FunctionCall,
+    ResumeEntry,
+    RunAgentInput,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, connections, transaction
+
+from assistant import selectors, services
+from assistant.agui.models import AguiRun
+from assistant.agui.translate import as_json, call_id, msg_id, result_id, subagent_id, waiting_steps
+from assistant.authority import SentFrom
+from assistant.events import current_event_seq
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.payloads import message_payload, run_payload, step_payload
+from assistant.selectors import NotFound
+from assistant.services import Refused
+from assistant.society.members import member
+from assistant.tools.registry import registry
+
+T = TypeVar("T")
+#: The newest messages of the chat a messages snapshot holds.
+SNAPSHOT_MESSAGES = 100
+#: `approval-<step id>`: the only interrupt ids this endpoint gives.
+_INTERRUPT_PREFIX = "approval-"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asks: the person, the access token they ask with (None for their browser session) and the session
+    (None for a token: a token's run acts as the person with no browser session, as code that names its
+    person does; see assistant/authority.py)."""
+
+    user: Any
+    token: Any = None
+    sent_from: SentFrom | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self.token is not None and self.token.read_only)
+
+
+@dataclass
+class Begun:
+    """What the stream follows. `mode`: `started`, `resumed`, `attached` or `reload` (no run: a snapshot).
+    `state` is the tree as the client now holds it for `resumed` (read before the answer) and `attached`
+    (with `snapshot`, the chat as AG-UI messages); for `started` the new run's tree."""
+
+    mode: str
+    chat_id: int
+    top_run_id: int | None = None
+    state: dict[str, Any] | None = None
+    snapshot: list[Any] | None = None
+    answered: frozenset[int] = field(default_factory=frozenset)
+
+
+class BadResume(Refused):
+    pass
+
+
+def _user_text(message: UserMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content:
+        if getattr(part, "type", None) != "text":
+            raise Refused("bad_request", f"Only text reaches the assistant; a message part of type "
+                                         f"{getattr(part, 'type', '?')!r} does not.")
+        texts.append(str(getattr(part, "text", "")))
+    return "\n".join(texts)
+
+
+def thread_chat(user: Any, thread_id: str) -> AgentChat | None:
+    """The chat of the person's thread: the newest of its runs names it (a deleted chat is gone for them)."""
+    row = AguiRun.objects.for_user(user).filter(thread_id=thread_id).select_related("chat").first()
+    return row.chat if row is not None else None
+
+
+def _check_token_may(caller: Caller, chat: AgentChat | None) -> None:
+    token = caller.token
+    if token is None or chat is None:
+        return
+    if chat.spec != token.spec:
+        raise Refused("token_spec", f"This thread talks to the assistant “{chat.spec}”, and the access token acts "
+                                    f"as “{token.spec}”: start a new thread with this token.")
+
+
+def _resume_answers(resume: list[ResumeEntry]) -> list[tuple[int, bool, str]]:
+    """Each entry as (step id, approve, comment); BadResume for an entry this endpoint did not ask."""
+    answers: list[tuple[int, bool, str]] = []
+    seen: set[int] = set()
+    for entry in resume:
+        number = entry.interrupt_id.removeprefix(_INTERRUPT_PREFIX)
+        if not entry.interrupt_id.startswith(_INTERRUPT_PREFIX) or not number.isascii() or not number.isdigit() \
+                or len(number) > 18:
+            raise NotFound(f"No interrupt {entry.interrupt_id!r} waits in this thread.")
+        step_id = int(number)
+        if step_id in seen:
+            raise BadResume("bad_request", f"The interrupt {entry.interrupt_id!r} is answered twice.")
+        seen.add(step_id)
+        if entry.status == "cancelled":
+            # Abandoned: the action is not taken, as when the person declines it in the panel.
+            answers.append((step_id, False, ""))
+            continue
+        payload = entry.payload
+        approve = payload.get("approve") if isinstance(payload, dict) else None
+        comment = payload.get("comment", "") if isinstance(payload, dict) else ""
+        if not isinstance(approve, bool):
+            raise BadResume("bad_request", 'A resolved approval carries {"approve": true} or {"approve": false} as '
+                                           "its payload.")
+        if not isinstance(comment, str) or "\x00" in comment:
+            raise BadResume("bad_request", '"comment" must be a string without NUL characters.')
+        answers.append((step_id, approve, comment))
+    return answers
+
+
+def _resume(caller: Caller, inp: RunAgentInput, chat: AgentChat | None) -> Begun:
+    if chat is None:
+        raise NotFound("No interrupt waits in this thread.")
+    answers = _resume_answers(inp.resume or [])
+    if not answers:
+        raise BadResume("bad_request", '"resume" answers at least one interrupt.')
+    user = caller.user
+    steps = {step.pk: step for step in AgentStep.objects.for_user(user).select_related("run")
+             .filter(pk__in=[step_id for step_id, _, _ in answers])}
+    tops = set()
+    for step_id, approve, _ in answers:
+        step = steps.get(step_id)
+        if step is None or step.run.chat_id != chat.pk:  # another person's, or another chat's: as missing
+            raise NotFound(f"No interrupt {_INTERRUPT_PREFIX}{step_id} waits in this thread.")
+        if approve and caller.read_only:
+            raise Refused("read_only", "A read-only access token cannot approve an action; nothing was done.")
+        tops.add(step.run.root_id or step.run_id)
+    if len(tops) != 1:
+        raise BadResume("bad_request", "A resume answers the interrupts of one run.")
+    (top,) = tops
+    # What the client holds: the tree as the interrupted run left it, read before it is answered.
+    before = tree_state(user, top)
+    for step_id, approve, comment in answers:
+        # The panel's answer, with its rules: the step must be the one its run waits on now, else
+        # `stale_confirmation`, and nothing changes (the transaction this runs in rolls every answer back).
+        services.run_confirm(user=user, run_id=steps[step_id].run_id, step_id=step_id, approve=approve,
+                             comment=comment)
+    AguiRun.objects.create(owner=user, thread_id=inp.thread_id, run_id=inp.run_id, chat=chat, assistant_run_id=top,
+                           kind=AguiRun.Kind.RESUMED, token_id=caller.token.pk if caller.token else None)
+    return Begun(mode="resumed", chat_id=chat.pk, top_run_id=top, state=before,
+                 answered=frozenset(step_id for step_id, _, _ in answers))
+
+
+def _send(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, message: UserMessage) -> Begun:
+    user, token = caller.user, caller.token
+    text = _user_text(message)
+    if "\x00" in text:  # PostgreSQL text cannot hold it
+        raise Refused("bad_request", "A message must not contain NUL characters.")
+    if token is not None:
+        if token.read_only and member(token.spec).delegates:
+            # A member's run takes its own spec's profile, not the token's narrowing: it would write.
+            raise Refused("read_only", f"The assistant “{token.spec}” hands work to members, who are not read-only: "
+                                       "a read-only token cannot talk to it. Use a token of an assistant without "
+                                       "members.")
+        if chat is None:
+            # A token's thread talks to the token's assistant, as its MCP calls do.
+            chat = AgentChat.objects.create(owner=user, spec=token.spec)
+    sent = services.chat_send(user=user, content=text, chat_id=chat.pk if chat is not None else None,
+                              new_chat=chat is None, request_id=inp.run_id, sent_from=caller.sent_from)
+    run = sent.run
+    config = {**run.config, "agui": {"thread_id": inp.thread_id, "run_id": inp.run_id,
+                                     "auth": "token" if token is not None else "session"}}
+    fields: dict[str, Any] = {}
+    if token is not None:
+        config["agui"]["token"] = token.pk
+        if token.read_only:
+            config["permission_profile"] = "restricted"  # as its MCP calls: never a write, whatever the spec says
+        # A revoked token's run that waits for an approval ends, as its MCP calls do (token_calls_end).
+        fields.update(client_name=token.name, client_token_id=token.pk)
+    AgentRun.objects.filter(pk=run.pk).update(config=config, **fields)
+    AguiRun.objects.create(owner=user, thread_id=inp.thread_id, run_id=inp.run_id, chat=sent.chat,
+                           assistant_run=run, kind=AguiRun.Kind.STARTED, message_id=message.id,
+                           token_id=token.pk if token is not None else None)
+    return Begun(mode="started", chat_id=sent.chat.pk, top_run_id=run.pk)
+
+
+def _new_message(user: Any, inp: RunAgentInput) -> UserMessage | None:
+    """The input's last message when it is the person's and the thread has not sent it before."""
+    last = inp.messages[-1] if inp.messages else None
+    if not isinstance(last, UserMessage):
+        return None
+    sent_before = AguiRun.objects.for_user(user).filter(thread_id=inp.thread_id, message_id=last.id).exists()
+    return None if sent_before else last
+
+
+def begin(caller: Caller, inp: RunAgentInput) -> Begun:
+    """What `inp` asks for, done (see the module docstring). Raises Refused or NotFound, changing nothing."""
+    user = caller.user
+    with transaction.atomic():
+        known = AguiRun.objects.for_user(user).filter(run_id=inp.run_id).select_related("chat").first()
+        if known is None and AguiRun.objects.filter(owner=user, run_id=inp.run_id).exists():
+            raise NotFound("That run's conversation was deleted.")
+        if known is not None:
+            if known.thread_id != inp.thread_id:
+                raise Refused("bad_request", "That runId belongs to another threadId.")
+            _check_token_may(caller, known.chat)
+            return _attach(user, known.chat, known.assistant_run_id)
+        chat = thread_chat(user, inp.thread_id)
+        _check_token_may(caller, chat)
+        if inp.resume:
+            if _new_message(user, inp) is not None:
+                raise BadResume("bad_request", "A resume answers the interrupts; send a new message in the run after.")
+            return _resume(caller, inp, chat)
+        message = _new_message(user, inp)
+        if message is not None:
+            return _send(caller, inp, chat, message)
+        if chat is None:
+            raise Refused("empty_message", "Type a message first: a new thread starts with the person's message.")
+        active = selectors.chat_active_run(chat=chat)
+        if active is None:
+            return Begun(mode="reload", chat_id=chat.pk, snapshot=messages_snapshot(user, chat))
+        AguiRun.objects.create(owner=user, thread_id=inp.thread_id, run_id=inp.run_id, chat=chat,
+                               assistant_run=active, kind=AguiRun.Kind.ATTACHED,
+                               token_id=caller.token.pk if caller.token else None)
+        return _attach(user, chat, active.pk)
+
+
+def _attach(user: Any, chat: AgentChat, top: int) -> Begun:
+    # The tree first, then the messages: a step written in between is in the snapshot and said again by
+    # nobody (the translator is primed with the tree, and says a step finished after it once).
+    state = tree_state(user, top)
+    return Begun(mode="attached", chat_id=chat.pk, top_run_id=top, state=state,
+                 snapshot=messages_snapshot(user, chat))
+
+
+def tree_state(user: Any, top_id: int) -> dict[str, Any]:
+    """The top run `top_id` and its members, each with its steps (payloads as the panel's events carry them),
+    the top run's reply, and the tools the waiting steps would run; `gone` when the run is not the person's
+    (any more: its chat was deleted). `event_seq` is the person's count read first: every event numbered up to
+    it is in these rows."""
+    event_seq = current_event_seq(user.pk)
+    top = AgentRun.objects.for_user(user).filter(pk=top_id).first()
+    if top is None:
+        return {"gone": True, "runs": [], "event_seq": event_seq}
+    runs = [top, *selectors.run_members(run=top)]
+    steps: dict[int, list[dict[str, Any]]] = {run.pk: [] for run in runs}
+    for step in AgentStep.objects.filter(run_id__in=steps).order_by("run_id", "seq"):
+        steps[step.run_id].append(step_payload(step))
+    reply = (AgentMessage.objects.filter(run=top, role=AgentMessage.Role.ASSISTANT).select_related("run")
+             .order_by("-created_at", "-id").first())
+    tree = [{**run_payload(run), "steps": steps[run.pk]} for run in runs]
+    tools: dict[str, Any] = {}
+    for _, waiting in waiting_steps(tree):
+        definition = registry.get(waiting["tool_name"])
+        if definition is not None:
+            tools[waiting["tool_name"]] = {"description": definition.description,
+                                        "destructive": bool(getattr(definition, "destructive", False))}
+    return {"runs": tree, "reply": message_payload(reply) if reply is not None else None, "tools": tools,
+            "event_seq": event_seq}
+
+
+def messages_snapshot(user: Any, chat: AgentChat) -> list[Any]:
+    """The chat's newest SNAPSHOT_MESSAGES messages as AG-UI messages, with every step of their runs: each model
+    call an assistant message (its text and the tool calls it made), each tool result a tool message, a member's
+    messages (attributed to it) where the step that asked it is. Named as the live stream names them."""
+    page = selectors.chat_messages_page(chat=chat, limit=SNAPSHOT_MESSAGES, with_steps=True)
+    client_ids = dict(AguiRun.objects.for_user(user).filter(chat=chat, kind=AguiRun.Kind.STARTED)
+                      .values_list("assistant_run_id", "message_id"))
+    runs = {run.pk: run for run in page.runs}
+    children: dict[int, list[int]] = {}
+    for run in page.runs:
+        if run.asked_in_id is not None:
+            children.setdefault(run.asked_in_id, []).append(run.pk)
+    last_text: dict[int, str] = {}
+    out: list[Any] = []
+
+    def walk(run_id: int) -> None:
+        steps = page.steps.get(run_id, [])
+        sub = subagent_id(run_id) if runs[run_id].parent_id is not None else None
+        holders: dict[int, AssistantMessage] = {}
+        model_seq = 0
+        for step in steps:
+            if step.kind == AgentStep.Kind.MODEL_CALL:
+                model_seq = step.seq
+                text = (step.result or {}).get("text") or ""
+                last_text[run_id] = text
+                holders[model_seq] = AssistantMessage(id=msg_id(run_id, model_seq), content=text or None,
+                                                      subagent_run_id=sub)
+                out.append(holders[model_seq])
+            elif step.kind == AgentStep.Kind.TOOL_CALL:
+                holder = holders.get(model_seq)
+                if holder is None:  # a tool step no model call made (not in a chat of the person's own)
+                    holder = holders[model_seq] = AssistantMessage(id=msg_id(run_id, model_seq), subagent_run_id=sub)
+                    out.append(holder)
+                holder.tool_calls = [*(holder.tool_calls or []), ToolCall(
+                    id=call_id(run_id, step.seq),
+                    function=FunctionCall(name=step.tool_name, arguments=as_json(step.arguments)))]
+                for child in children.get(step.pk, []):
+                    if child in runs:
+                        walk(child)
+                if step.state == AgentStep.State.FINISHED:
+                    out.append(ToolMessage(id=result_id(run_id, step.seq), tool_call_id=call_id(run_id, step.seq),
+                                           content=as_json(step.result)))
+        for holder in holders.values():
+            if not holder.content and not holder.tool_calls:
+                out.remove(holder)
+
+    for message in page.messages:
+        if message.role == AgentMessage.Role.USER:
+            out.append(UserMessage(id=client_ids.get(message.run_id) or f"user-{message.pk}",
+                                   content=message.content))
+            if message.run_id in runs:
+                walk(message.run_id)
+        elif message.content and message.content != last_text.get(message.run_id or 0):
+            out.append(AssistantMessage(id=f"reply-{message.pk}", content=message.content))
+    return out
+
+
+def release_connections() -> None:
+    """Give this thread's database connections back (to the process's pool), as Django does at a request's
+    end: a stream would otherwise keep the one its last read used for as long as it lasts. Not inside an
+    atomic block (a test's transaction), whose connection must stay."""
+    if not any(connection.in_atomic_block for connection in connections.all(initialized_only=True)):
+        close_old_connections()
+
+
+def in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """`function` run in the request's database thread, its connections given back before and after (as
+    channels' `database_sync_to_async` does, but leaving a test's transaction alone)."""
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        release_connections()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            release_connections()
+
+    return sync_to_async(run, thread_sensitive=True)
+
+
+def parse_json(body: bytes) -> Any:
+    """The body as JSON, refusing what cannot travel on (see assistant/consumers.py `_parse_frame`)."""
+
+    def no_constants(name: str) -> None:
+        raise ValueError(f"{name} is not JSON")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if value in (float("inf"), float("-inf")) or value != value:
+            raise ValueError("not a finite number")
+        return value
+
+    return json.loads(body, parse_constant=no_constants, parse_float=finite)
