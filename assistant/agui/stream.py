@@ -4,7 +4,7 @@ It subscribes to the person's group on the channel layer first (the group the pa
 does what the input asks (`assistant.agui.runs.begin`, one trip to a database thread), so that nothing
 published after is missed. From then on it relays the models' streamed text as it comes, and, when anything
 else of the tree happens (a step, an approval asked, an answer, an end), reads the tree's rows again and says
-what they add (`assistant.agui.translate`). A lost event, a gap in the person's event numbers or a quiet minute
+what they add (`assistant.agui.translate`). A lost event, a gap in the person's event numbers or ten quiet seconds
 costs a read of the rows, never a wrong stream. Each read is one trip to a database thread that gives its
 connection back to the pool when it returns: a thousand streams waiting on their runs hold no connection.
 
