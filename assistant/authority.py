@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
@@ -47,11 +48,19 @@ AUTHORITY_CHECK_SECONDS = 1.0
 
 
 class SessionEnded(Exception):
-    """The session a run acts with has ended: the run must stop, and take no further action."""
+    """The session a run acts with has ended (or the access token it was started with no longer acts as
+    anyone): the run must stop, and take no further action. `stop_reason` says which, for the run's record."""
 
-    def __init__(self, message: str = SESSION_ENDED_MESSAGE) -> None:
+    def __init__(self, message: str = SESSION_ENDED_MESSAGE, stop_reason: str = SESSION_ENDED) -> None:
         super().__init__(message)
         self.message = message
+        self.stop_reason = stop_reason
+
+
+#: How a run started with an access token (`AgentRun.client_token_id`, an AG-UI frontend's) learns that the
+#: token still acts as its person: each `(token_id) -> (stop_reason, message) | None` is None while it does.
+#: The app that issues tokens (assistant.mcp) adds its own at start-up; the core knows no token model.
+TOKEN_CHECKS: list[Callable[[int], tuple[str, str] | None]] = []
 
 
 @dataclass(frozen=True)
@@ -175,6 +184,7 @@ class RunAuthority:
 
     def __init__(self, run: AgentRun) -> None:
         self.owner_id = run.owner_id
+        self.token_id: int | None = run.client_token_id
         self._next_check = 0.0
         self._unreadable = False
         try:
@@ -189,12 +199,19 @@ class RunAuthority:
         """`now`: whatever the last check found, ask again (a run told to stop asks why)."""
         if self._unreadable:
             raise SessionEnded()
-        if self.sent_from is None:
+        if self.sent_from is None and self.token_id is None:
             return
         at = time.monotonic()
         if at < self._next_check and not now:
             return
         self._next_check = at + AUTHORITY_CHECK_SECONDS
-        if not session_acts_as(self.sent_from.session_key, self.owner_id):
+        if self.sent_from is not None and not session_acts_as(self.sent_from.session_key, self.owner_id):
             raise SessionEnded()
+        token_id = self.token_id
+        if token_id is None:
+            return
+        for token_check in TOKEN_CHECKS:
+            ended = token_check(token_id)
+            if ended is not None:
+                raise SessionEnded(ended[1], stop_reason=ended[0])
 

@@ -49,7 +49,7 @@ from assistant.agui.models import AguiRun
 from assistant.mcp.tokens import token_create, token_revoke
 from assistant.models import AgentRun, AgentStep
 from tests.browser.harness import write_model_script
-from tests.conftest import WorkerProcess, daphne_on_test_database
+from tests.conftest import WorkerProcess, daphne_on_test_database, wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.sockets import signed_in_client
 from tests.testapp.models import Effect
@@ -585,6 +585,30 @@ def test_revoking_a_token_ends_its_run_that_waits_for_an_approval(
     late = post(port, resume("t-revoke", "r-3", question.id), browser(alice).headers())
     assert late.last.code == "stale_confirmation"
     assert Project.objects.filter(pk=garden.pk).exists()
+
+
+def test_revoking_a_token_stops_its_run_at_the_next_step_while_a_worker_works_on_it(
+    port: int, model: Callable[..., None], celery_worker: WorkerProcess, alice: Any
+) -> None:
+    made = token_create(owner=alice, name="Copilot", spec="default")
+    model({"tool_calls": [{"name": "test_wait", "arguments": {"seconds": 2}}]},
+          {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "after the revoke"}}]},
+          {"text": "Done."})
+    answers: list[Any] = []
+    asking = threading.Thread(target=lambda: answers.append(
+        post(port, run_input("t-mid", "r-1", said("Wait, then record")), bearer(made.secret))))
+    asking.start()
+    wait_for(lambda: AgentStep.objects.filter(tool_name="test_wait").exists(), what="the first tool call to start")
+
+    token_revoke(owner=alice, token_id=made.token.pk)  # live authority: the token is checked again, not remembered
+
+    asking.join(timeout=60)
+    run = AgentRun.objects.get()
+    assert (run.status, run.stop_reason) == ("cancelled", "token_revoked"), run.error
+    assert "revoked" in run.error
+    assert not Effect.objects.filter(label="after the revoke").exists()
+    assert not AgentStep.objects.filter(tool_name="test_record_effect").exists()
+    assert answers and answers[0].last is not None
 
 
 # --- bad input ------------------------------------------------------------------------------------------

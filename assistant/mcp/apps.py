@@ -20,4 +20,10 @@ class AssistantMcpConfig(AppConfig):
                 "assistant.mcp serves MCP with django-mcpz, which is not installed: "
                 "pip install 'django-inapp-assistant[mcp]'."
             ) from missing
+        from assistant.authority import TOKEN_CHECKS
         from assistant.mcp import checks  # noqa: F401  (registers the MCP checks)
+        from assistant.mcp.tokens import token_still_acts
+
+        # A run a worker works on for a token (an AG-UI frontend's) stops once the token no longer acts.
+        if token_still_acts not in TOKEN_CHECKS:
+            TOKEN_CHECKS.append(token_still_acts)

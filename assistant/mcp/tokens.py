@@ -47,6 +47,10 @@ _UNITS = {"h": ("hours", "hour"), "d": ("days", "day"), "w": ("weeks", "week")}
 
 #: The stop reason of a call waiting for approval whose token was revoked.
 TOKEN_REVOKED = "token_revoked"  # noqa: S105  (a stop reason, not a secret)
+#: Why a run a worker works on for a token stopped, once the token no longer acts as its person.
+STOPPED_MID_RUN = (
+    "The access token this was asked with was revoked or no longer acts as you, so the assistant stopped "
+    "before its next step.")
 #: Why a bearer was refused, each with the words an endpoint's log (never the caller) may get.
 REASONS = {
     "malformed": "not an access token",
@@ -241,6 +245,20 @@ def _grants_revoke(tokens: list[AccessToken]) -> None:
         from assistant.mcp.oauth import oauth_grants_revoke
 
         oauth_grants_revoke(grants)
+
+
+def token_still_acts(token_id: int) -> tuple[str, str] | None:
+    """For a run started with this token that a worker works on (an AG-UI frontend's): None while the token
+    acts as its person, else the stop reason and why, so the run stops at its next step (live authority, as
+    each MCP call checks it). Registered in the run authority's TOKEN_CHECKS by this app."""
+    token = AccessToken.objects.select_related("owner").filter(pk=token_id).first()
+    if token is None:
+        return TOKEN_REVOKED, STOPPED_MID_RUN
+    try:
+        token_check(token)
+    except TokenRefused:
+        return TOKEN_REVOKED, STOPPED_MID_RUN
+    return None
 
 
 def token_calls_end(token_ids: list[int]) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from assistant import signals
-from assistant.authority import SESSION_ENDED, RunAuthority, SessionEnded
+from assistant.authority import RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
@@ -256,7 +256,7 @@ class Turn:
         except ModelError as exc:
             self._stop(StopRun(Status.FAILED, "model_error", str(exc)))
         except SessionEnded as ended:
-            self._stop(StopRun(Status.CANCELLED, SESSION_ENDED, ended.message))
+            self._stop(StopRun(Status.CANCELLED, ended.stop_reason, ended.message))
 
     # --- checks ------------------------------------------------------------------------------
 
@@ -284,7 +284,7 @@ class Turn:
         try:
             self.authority.check(now=True)
         except SessionEnded as ended:
-            return StopRun(Status.CANCELLED, SESSION_ENDED, ended.message)
+            return StopRun(Status.CANCELLED, ended.stop_reason, ended.message)
         return StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
 
     def _on_delta(self, delta: str) -> None:
