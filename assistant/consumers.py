@@ -28,6 +28,7 @@ from assistant.events import bounded, current_event_seq, user_group
 from assistant.page_context import BadPage, page_context, suggestions
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.plans.record import plan_payload
+from assistant.text import parsed_json_problem
 
 logger = logging.getLogger(__name__)
 
@@ -127,30 +128,12 @@ def _parse_frame(text: str) -> dict[str, Any]:
         raise BadRequest("bad_frame", "Frames must be JSON objects.") from None
     except ValueError:
         raise BadRequest("bad_frame", "Numbers in frames must be finite and at most 4,300 digits long.") from None
-    problem = _frame_problem(content)
+    problem = parsed_json_problem(content, max_depth=MAX_FRAME_DEPTH, what="Frames")
     if problem is not None:
         raise BadRequest("bad_frame", problem)
     if not isinstance(content, dict) or not isinstance(content.get("type"), str):
         raise BadRequest("bad_frame", 'Frames must be JSON objects with a string "type".')
     return content
-
-
-def _frame_problem(content: Any) -> str | None:
-    """Why the parsed frame cannot be handled (too deep, not Unicode), or None. Walks without recursion."""
-    stack: list[tuple[Any, int]] = [(content, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                return "Frames must be Unicode text: a lone surrogate (such as \\ud800) is not."
-        elif isinstance(value, dict | list):
-            if depth > MAX_FRAME_DEPTH:
-                return f"Frames may nest at most {MAX_FRAME_DEPTH} levels deep."
-            items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-            stack.extend((item, depth + 1) for item in items)
-    return None
 
 
 def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,

@@ -28,8 +28,9 @@ empty one.
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
-__all__ = ["readable_text"]
+__all__ = ["parsed_json_problem", "readable_text"]
 
 _JOINERS = frozenset("\u200c\u200d")
 # Letters and symbols that render as nothing; a text of only these shows blank.
@@ -79,3 +80,23 @@ def readable_text(text: str, *, multiline: bool = False, max_chars: int | None =
     if max_chars is not None and len(cleaned) > max_chars:
         cleaned = cleaned[:max_chars].rstrip().rstrip("\u200c\u200d").rstrip()
     return cleaned if any(_shows(char) for char in cleaned) else ""
+
+
+def parsed_json_problem(value: Any, *, max_depth: int, what: str) -> str | None:
+    """Why parsed JSON a client sent cannot be taken further, or None: nested deeper than `max_depth`, or a
+    string with a lone surrogate (JSON's \\ud800 escapes parse to one, and nothing downstream can encode it).
+    `what` starts the sentence ("Frames", "The input"). Walks without recursion, so no depth can crash it."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{what} must be Unicode text: a lone surrogate (such as \\ud800) is not."
+        elif isinstance(item, dict | list):
+            if depth > max_depth:
+                return f"{what} may nest at most {max_depth} levels deep."
+            stack.extend((child, depth + 1) for child in ([*item.keys(), *item.values()] if isinstance(item, dict)
+                                                          else item))
+    return None

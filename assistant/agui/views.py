@@ -32,6 +32,7 @@ from django.views.decorators.csrf import csrf_exempt
 from assistant.agui.checks import INSTALL, protocol_problem
 from assistant.agui.models import ID_MAX
 from assistant.authority import SentFrom
+from assistant.text import parsed_json_problem
 
 logger = logging.getLogger(__name__)
 
@@ -92,24 +93,6 @@ def _authenticate(request: HttpRequest) -> Any:
     return Caller(user=user, sent_from=sent_from)
 
 
-def _depth_problem(value: Any) -> str | None:
-    """Why the parsed body cannot be taken (too deep, not Unicode), or None. Walks without recursion."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "The input must be Unicode text: a lone surrogate (such as \\ud800) is not."
-        elif isinstance(item, dict | list):
-            if depth > MAX_DEPTH:
-                return f"The input may nest at most {MAX_DEPTH} levels deep."
-            stack.extend((child, depth + 1) for child in (
-                [*item.keys(), *item.values()] if isinstance(item, dict) else item))
-    return None
-
-
 def _id_problem(name: str, value: str) -> str | None:
     if not value or not value.strip():
         return f'"{name}" must not be empty.'
@@ -138,7 +121,7 @@ def _read_input(body: bytes) -> Any:
                                                             "finite numbers.")
     if not isinstance(data, dict):
         return _refusal(HTTPStatus.BAD_REQUEST, "bad_input", "The body must be a JSON object: a RunAgentInput.")
-    problem = _depth_problem(data)
+    problem = parsed_json_problem(data, max_depth=MAX_DEPTH, what="The input")
     if problem is not None:
         return _refusal(HTTPStatus.BAD_REQUEST, "bad_json", problem)
     try:
