@@ -611,6 +611,30 @@ def test_revoking_a_token_stops_its_run_at_the_next_step_while_a_worker_works_on
     assert answers and answers[0].last is not None
 
 
+def test_the_page_a_frontend_asks_from_is_the_panels_page_context(
+    port: int, model: Callable[..., None], celery_worker: WorkerProcess, alice: Any, bob: Any
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    model({"text": "That is Home."})
+    body = run_input("t-page", "r-1", said("what is this?"))
+    body["forwardedProps"] = {"page": f"/tracker/projects/{home.pk}/"}
+
+    verified(post(port, body, browser(alice).headers()).events)
+    assert AgentRun.objects.get().config["page"]["label"] == f"the project “Home” (#{home.pk})"
+
+    # Another person's project's path gives their run nothing; what is no path is refused, nothing stored.
+    model({"text": "Which one?"})
+    body = run_input("t-page-bob", "r-1", said("what is this?"))
+    body["forwardedProps"] = {"page": f"/tracker/projects/{home.pk}/"}
+    verified(post(port, body, browser(bob).headers()).events)
+    assert "page" not in AgentRun.objects.get(owner=bob).config
+    body = run_input("t-page-bad", "r-2", said("what is this?"))
+    body["forwardedProps"] = {"page": "https://elsewhere.example/"}
+    refused = post(port, body, browser(bob).headers()).last
+    assert refused.code == "bad_page", refused.message
+    assert AgentRun.objects.count() == 2
+
+
 # --- bad input ------------------------------------------------------------------------------------------
 
 

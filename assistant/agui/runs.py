@@ -191,7 +191,8 @@ def _send(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, message: U
             # A token's thread talks to the token's assistant, as its MCP calls do.
             chat = AgentChat.objects.create(owner=user, spec=token.spec)
     sent = services.chat_send(user=user, content=text, chat_id=chat.pk if chat is not None else None,
-                              new_chat=chat is None, request_id=inp.run_id, sent_from=caller.sent_from)
+                              new_chat=chat is None, request_id=inp.run_id, sent_from=caller.sent_from,
+                              page=_page_of(inp))
     run = sent.run
     config = {**run.config, "agui": {"thread_id": inp.thread_id, "run_id": inp.run_id,
                                      "auth": "token" if token is not None else "session"}}
@@ -207,6 +208,14 @@ def _send(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, message: U
                            assistant_run=run, kind=AguiRun.Kind.STARTED, message_id=message.id,
                            token_id=token.pk if token is not None else None)
     return Begun(mode="started", chat_id=sent.chat.pk, top_run_id=run.pk)
+
+
+def _page_of(inp: RunAgentInput) -> Any:
+    """The page the frontend asks from, as the panel sends it (`page` on `assistant.send`): the path in
+    `forwardedProps.page`, or None. What it is not (not a string, not a path of the site) is refused by the
+    send (`bad_page`), never guessed at."""
+    props = inp.forwarded_props
+    return props.get("page") if isinstance(props, dict) else None
 
 
 def _new_message(user: Any, inp: RunAgentInput) -> UserMessage | None:
