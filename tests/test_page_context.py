@@ -49,6 +49,15 @@ def test_a_project_page_is_read_as_its_person_and_another_persons_gives_nothing(
     assert page_context(alice, project_page(secret)) is not None
 
 
+def test_the_page_is_read_whichever_spec_new_chats_are_under(alice: Any) -> None:
+    """The demo's assistant (an orchestrator) has no tools of its own: the page is the person's to see all the
+    same, and only read."""
+    home = Project.objects.create(owner=alice, name="Home")
+    with assistant_settings_with(SPEC="orchestrator"):
+        seen = page_context(alice, project_page(home))
+    assert seen is not None and seen.name == "Home"
+
+
 def test_a_task_page_and_its_edit_page_name_the_task(alice: Any) -> None:
     home = Project.objects.create(owner=alice, name="Home")
     task = Task.objects.create(project=home, title="Buy milk")

@@ -489,7 +489,8 @@ def read_rows(
     that `user` may use the read at all; never raises."""
     token = _sent_from.set(sent_from)
     try:
-        why = refusal(user, definition, resolve_scope(None, "restricted"))
+        # Whichever spec a chat is under: what the person has open is theirs to see, and only read.
+        why = refusal(user, definition, resolve_scope({"tools": "__all__"}, "restricted"))
         if why is not None:
             return ToolOutcome(definition.name, "denied", reason=why)
         return _read(definition, user, {**filters, "limit": 1})
