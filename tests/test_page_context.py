@@ -247,3 +247,32 @@ def test_whatever_a_client_sends_as_its_page_is_refused_or_read_never_a_crash(al
     read()
     home.refresh_from_db()
     assert not home.archived and Project.objects.filter(pk=home.pk).exists()  # no page read wrote anything
+
+
+@pytest.mark.worker
+def test_the_demo_orchestrator_hands_its_members_the_pages_record_by_name(
+    alice: Any, celery_worker: WorkerProcess,
+) -> None:
+    """The site's assistant hands work to members, who see no page: "this" and "here" reach them as the
+    page's record named, and the request is done to that record."""
+    from assistant.models import AgentChat
+
+    home = Project.objects.create(owner=alice, name="Home")
+    garden = Project.objects.create(owner=alice, name="Garden")
+
+    def ask(text: str, project: Project) -> AgentRun:
+        chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
+        sent = chat_send(user=alice, content=text, chat_id=chat.pk, page=project_page(project))
+        return wait_for_run(sent.run.pk, "succeeded", "failed", timeout=60)
+
+    run = ask("add a task 'Call the plumber' here", home)
+    assert Task.objects.filter(project=home, title="Call the plumber").exists(), run.reply
+    child = AgentRun.objects.get(parent=run)
+    assert "Home" in child.task and "here" not in child.task
+
+    run = ask("archive this project", garden)
+    garden.refresh_from_db(), home.refresh_from_db()
+    assert garden.archived and not home.archived, run.reply
+
+    run = ask("what is this?", home)
+    assert "Home" in run.reply and not AgentRun.objects.filter(parent=run).exists()  # the page said it already

@@ -20,7 +20,7 @@ from .capabilities import asks_what_i_can_do, capabilities, purpose
 from .fields import field_values
 from .followup import answered_request, relayed_task
 from .lookups import Lookup, find_call, lookup_arguments, reader_for, resolve
-from .page import Page, asks_about, describe_page, person_and_page, pointed_kind, points
+from .page import Page, asks_about, describe_page, named, person_and_page, pointed_kind, points
 from .replies import beyond, missing_reply, result_reply, which_of
 from .results import plural, read_outcome
 from .roster import ask_members
@@ -126,15 +126,18 @@ class OfflineModel:
                 # Only the members know which of their tools this person may use: each says for itself.
                 return ask_members(made, results, tools, next_id)
             return capabilities(infos, _understood(infos), page=page, intro=_INTRO), []
+        # What the page shows is answered from what it sent, by whoever is asked (no member needs asking).
+        if page is not None and asks_about(text) and _means_page(text, page):
+            return describe_page(page), []
         # The kinds of record the tools and members name: how "a project P with the tasks 'a' and 'b'" splits.
         kinds = kinds_of(tools) | {noun for info in infos for noun in info.nouns}
         if asks_members and (len(split_request(text, kinds)) > 1 or _choose_tool(request, infos, page) is None):
-            delegated = delegate(text, made, results, tools, next_id)
+            # A member sees no page: the task it is handed names the page's record instead of pointing at it.
+            handed = named(text, page) if page is not None and points(text) else text
+            delegated = delegate(handed, made, results, tools, next_id)
             if delegated is not None:
                 return delegated
 
-        if page is not None and asks_about(text) and _means_page(text, page):
-            return describe_page(page), []
         parts = split_request(text, kinds)
         if len(parts) > 1:
             requests = [read_request(part, today=today) for part in parts]

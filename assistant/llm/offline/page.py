@@ -153,3 +153,23 @@ def describe_page(page: Page, noun_fits: bool = True) -> str:
     name = page.name()
     heading = f"This is {name}." if noun_fits else f"This page shows {name}."
     return heading + ("\n" + "\n".join(facts) if facts else "")
+
+
+_HERE = re.compile(r"\bhere\b", re.IGNORECASE)
+_THIS = re.compile(r"\b(?:this|current|the\s+current)(?:\s+([a-z][\w-]*))?|\bit\b", re.IGNORECASE)
+
+
+def named(text: str, page: Page) -> str:
+    """The request with its pointers replaced by the page's record named in words, for a member that is
+    handed the task and sees no page: "archive this" -> "archive the project 'Home'", "add a task 'x' here" ->
+    "add a task 'x' in the project 'Home'". A record without a name is named by its id."""
+    name = str(page.fields.get("name") or page.fields.get("title") or "").strip().replace("'", "’")
+    called = f"the {page.kind} '{name}'" if name else f"the {page.kind} {page.id}"
+
+    def this(match: re.Match[str]) -> str:
+        noun = match.group(1) if match.lastindex else None
+        if noun and not page.is_kind(stem(noun.lower())):
+            return match.group(0)  # "this task" on a project's page is not the project
+        return called
+
+    return _HERE.sub(f"in {called}", _THIS.sub(this, text))
