@@ -16,13 +16,11 @@ from typing import Any
 from assistant.authority import SentFrom
 from assistant.page_context.resolve import PageSubject, page_subject
 from assistant.tools.declarations import ReadTool, ViewTool
-from assistant.tools.executor import execute_tool, read_rows
+from assistant.tools.executor import ANY_TOOL, execute_tool, read_rows
 from assistant.tools.registry import _declared_on, registry
 
 #: The field whose value names an object in words, the first the read declares.
 NAME_FIELDS = ("name", "title", "subject", "label", "headline", "username", "email")
-#: Every declared tool may read the page (no spec narrows what the person sees there), and only read.
-ANY_READ = {"tools": "__all__"}
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,7 @@ def _read_fields(user: Any, subject: PageSubject, sent_from: SentFrom | None) ->
             return dict(rows[0])
     own = _declared_on(subject.view)
     if isinstance(own, ViewTool) and own.kind == "read" and own.fields:
-        outcome = execute_tool(user, own.name, subject.url_kwargs, spec=ANY_READ, profile="restricted",
+        outcome = execute_tool(user, own.name, subject.url_kwargs, spec=ANY_TOOL, profile="restricted",
                                sent_from=sent_from)
         if outcome.status == "data" and isinstance(outcome.data, dict) and "results" not in outcome.data:
             return dict(outcome.data)

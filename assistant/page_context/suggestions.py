@@ -116,21 +116,23 @@ def _verbose(model: type[models.Model] | None, plural: bool = False) -> str:
 def _page_suggestions(
     tools: list[ViewTool | ReadTool], page: PageContext, model: type[models.Model],
 ) -> list[Suggestion]:
+    # What a developer declared first, then what goes in this object, then what was derived; what removes it last.
+    declared, goes_in, derived, removes = 0, 1, 2, 3
     ranked: list[tuple[int, Suggestion]] = []
     for definition in tools:
         if not isinstance(definition, ViewTool):
             continue
         if _addressed_by(definition, model):
-            derived = _derived_for_object(definition, page.kind)
-            texts = list(definition.suggest) or ([derived] if derived else [])
+            own = _derived_for_object(definition, page.kind)
+            texts, rank = list(definition.suggest) or ([own] if own else []), derived
         elif (made := _made_in(definition, model)) is not None:
-            texts = list(definition.suggest) or [f"Add a {made} here"]
+            texts, rank = list(definition.suggest) or [f"Add a {made} here"], goes_in
         else:
             continue
-        # What a developer declared first, then what goes in this object, then what was derived; what
-        # removes it last.
-        rank = 3 if definition.destructive else 0 if definition.suggest else 1 if not _addressed_by(
-            definition, model) else 2
+        if definition.destructive:
+            rank = removes
+        elif definition.suggest:
+            rank = declared
         ranked += [(rank, Suggestion(text, "page", definition.name)) for text in texts]
     return [suggestion for _rank, suggestion in sorted(ranked, key=lambda pair: pair[0])]
 

@@ -50,6 +50,8 @@ from assistant.tools.validation import validate_arguments
 logger = logging.getLogger(__name__)
 
 STATUSES = ("done", "data", "invalid", "denied", "not_found", "error")
+#: A spec of every declared tool: reading what the person has open is theirs whichever spec a chat is under.
+ANY_TOOL = {"tools": "__all__"}
 
 
 @dataclass
@@ -490,7 +492,7 @@ def read_rows(
     token = _sent_from.set(sent_from)
     try:
         # Whichever spec a chat is under: what the person has open is theirs to see, and only read.
-        why = refusal(user, definition, resolve_scope({"tools": "__all__"}, "restricted"))
+        why = refusal(user, definition, resolve_scope(ANY_TOOL, "restricted"))
         if why is not None:
             return ToolOutcome(definition.name, "denied", reason=why)
         return _read(definition, user, {**filters, "limit": 1})
