@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from functools import cache
 from typing import Any
 
 from django.db import transaction
@@ -18,14 +20,59 @@ def _owner_id(owner: Any) -> Any:
     return getattr(owner, "pk", owner)
 
 
-def _locked_profile(owner_id: Any, spec_name: str) -> AgentProfile:
-    """The profile's row, locked until the transaction ends; made on first use. One query when it exists."""
-    profile = AgentProfile.objects.select_for_update().filter(owner_id=owner_id, spec_name=spec_name).first()
-    if profile is None:
-        # Two first recordings may race to make it: the unique constraint lets one in, and both then lock it.
-        AgentProfile.objects.get_or_create(owner_id=owner_id, spec_name=spec_name)
-        profile = AgentProfile.objects.select_for_update().get(owner_id=owner_id, spec_name=spec_name)
-    return profile
+# A timestamp as Python's isoformat() writes one in UTC, always with microseconds: the window's entries compare
+# as text (registry/ranking.py), and these sort among those as the times they name.
+_ISO_UTC = """to_char(({moment}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || '+00:00'"""
+# Never before the newest entry: runs that end at the same moment, whichever gets the row first, keep the
+# window in time order.
+_MOMENT = "GREATEST(%(now)s, profile.last_seen)"
+
+
+@cache
+def _record_sql() -> str:
+    """One statement files an entry: the profile's row is made on first use, or else locked and updated,
+    the window appended to and cut to its size, the counts added to, in the database (the window is never
+    read into Python and written back whole). Nothing is written when the run's entry is there already.
+    Counts that are not an object (a hand-edited row) are not added to: they become NULL, which their
+    columns refuse, so the statement fails as a write of bad data does."""
+    table = AgentProfile._meta.db_table
+    returned = ", ".join(f'profile."{field.column}"' for field in AgentProfile._meta.concrete_fields)
+
+    def stamped(moment: str) -> str:
+        return f"%(entry)s::jsonb || jsonb_build_object('timestamp', {_ISO_UTC.format(moment=moment)})"
+
+    def added(count: str) -> str:
+        return (f"COALESCE((profile.tool_usage -> delta.key ->> '{count}')::bigint, 0) "
+                f"+ (delta.value ->> '{count}')::bigint")
+
+    return f"""
+        INSERT INTO "{table}" AS profile (owner_id, spec_name, first_seen, last_seen, invocations, "window", tool_usage,
+                                          intent_affinity, notes)
+        VALUES (%(owner)s, %(spec)s, %(now)s, %(now)s, 1,
+                jsonb_build_array({stamped("%(now)s")}),
+                %(tool_usage)s::jsonb, %(intent_affinity)s::jsonb, '')
+        ON CONFLICT ON CONSTRAINT profile_owner_spec_unique DO UPDATE SET
+            "window" = jsonb_path_query_array(
+                profile."window" || jsonb_build_array({stamped(_MOMENT)}), '$[$start to last]',
+                jsonb_build_object('start', GREATEST(jsonb_array_length(profile."window") + 1 - %(size)s, 0))),
+            invocations = profile.invocations + 1,
+            first_seen = COALESCE(profile.first_seen, {_MOMENT}),
+            last_seen = {_MOMENT},
+            tool_usage = CASE WHEN %(tool_usage)s::jsonb = '{{}}'::jsonb THEN profile.tool_usage
+                WHEN jsonb_typeof(profile.tool_usage) = 'object' THEN profile.tool_usage || (
+                    SELECT jsonb_object_agg(delta.key, COALESCE(profile.tool_usage -> delta.key, '{{}}'::jsonb)
+                        || jsonb_build_object('success', {added("success")}, 'failure', {added("failure")}))
+                    FROM jsonb_each(%(tool_usage)s::jsonb) AS delta)
+                END,
+            intent_affinity = CASE WHEN %(intent)s::text IS NULL THEN profile.intent_affinity
+                WHEN jsonb_typeof(profile.intent_affinity) = 'object' THEN profile.intent_affinity
+                    || jsonb_build_object(%(intent)s::text,
+                                          COALESCE((profile.intent_affinity ->> %(intent)s::text)::bigint, 0) + 1)
+                END
+        WHERE %(run_id)s::bigint IS NULL
+            OR NOT profile."window" @> jsonb_build_array(jsonb_build_object('run_id', %(run_id)s::bigint))
+        RETURNING {returned}
+    """  # noqa: S608 (identifiers from the model's metadata; every value is a parameter)
 
 
 @transaction.atomic
@@ -33,32 +80,26 @@ def profile_record_invocation(*, owner: Any, spec_name: str, entry: dict[str, An
     """Append one invocation to the profile of `owner` (a user, a user id, or None for the organisation)
     for `spec_name`, keeping the last WINDOW_SIZE entries.
 
-    The row is locked for the update, so runs finishing at the same moment never lose each other's entry,
-    and the entry's `timestamp` is taken once the lock is held: the window is in time order. An entry whose
-    `run_id` is in the window already is not added again. Tool counts are per call: `tools_used` names
-    each call's tool (repeated when called again), `failed_tools` each failed call's.
+    One statement, which locks the row for its update, so runs finishing at the same moment never lose each
+    other's entry; the entry's `timestamp` is never earlier than the newest one's, so the window is in time
+    order. An entry whose `run_id` is in the window already is not added again. Tool counts are per call:
+    `tools_used` names each call's tool (repeated when called again), `failed_tools` each failed call's.
     """
     if entry.get("status") not in STATUSES:
         raise ValueError(f"Invocation status must be one of {', '.join(STATUSES)}, not {entry.get('status')!r}.")
-    profile = _locked_profile(_owner_id(owner), spec_name)
-    run_id = entry.get("run_id")
-    if run_id is not None and any(recorded.get("run_id") == run_id for recorded in profile.window):
-        return profile
-    now = timezone.now()
-    entry = {**entry, "timestamp": now.isoformat()}
-    profile.window = [*profile.window, entry][-WINDOW_SIZE:]
-    profile.invocations += 1
-    profile.first_seen = profile.first_seen or now
-    profile.last_seen = now
     calls, failures = Counter(entry.get("tools_used") or []), Counter(entry.get("failed_tools") or [])
-    for name in calls.keys() | failures.keys():
-        usage = profile.tool_usage.setdefault(name, {"success": 0, "failure": 0})
-        usage["success"] += max(calls[name] - failures[name], 0)
-        usage["failure"] += failures[name]
-    if entry.get("intent"):
-        profile.intent_affinity[entry["intent"]] = profile.intent_affinity.get(entry["intent"], 0) + 1
-    profile.save(update_fields=["window", "invocations", "first_seen", "last_seen", "tool_usage", "intent_affinity"])
-    return profile
+    usage = {name: {"success": max(calls[name] - failures[name], 0), "failure": failures[name]}
+             for name in calls.keys() | failures.keys()}
+    intent = entry.get("intent") or None
+    owner_id = _owner_id(owner)
+    recorded = next(iter(AgentProfile.objects.raw(_record_sql(), {
+        "owner": owner_id, "spec": spec_name, "now": timezone.now(), "size": WINDOW_SIZE,
+        "entry": json.dumps(entry), "tool_usage": json.dumps(usage),
+        "intent_affinity": json.dumps({intent: 1} if intent else {}), "intent": intent, "run_id": entry.get("run_id"),
+    })), None)
+    if recorded is None:  # the run's entry was there already
+        return AgentProfile.objects.get(owner_id=owner_id, spec_name=spec_name)
+    return recorded
 
 
 def _locked_entry(owner: Any, spec_name: str, run_id: int) -> tuple[AgentProfile | None, dict[str, Any] | None]:
