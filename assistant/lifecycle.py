@@ -317,7 +317,7 @@ def _members_stop(run: AgentRun, *, status: str, stop_reason: str, error: str) -
 def chat_activity_record(*, chat_id: int, at: datetime) -> None:
     """A reply written at `at` is its chat's newest activity (the order of the person's list of chats).
 
-    Called after the reply has committed, as a statement of its own: a worker finishing its run holds
-    the run's row, and a send or a delete that holds the chat's row may be waiting for it. Waiting here
-    for the chat's row, with the run's still held, would close that circle."""
+    Called in the transaction that ends the run, before the run's row is touched: a send or a delete locks
+    the chat's row, then the run's, and a worker that held the run's row while it waited here for the
+    chat's would close a circle with them."""
     AgentChat.objects.filter(pk=chat_id, last_activity_at__lt=at).update(last_activity_at=at)

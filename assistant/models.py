@@ -113,7 +113,9 @@ class AgentMessage(models.Model):
     )
     # For a summary: the id of the newest message folded into it, so it is reused until older turns grow.
     covers_through = models.BigIntegerField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Set when made, as auto_now_add would, but a reply may be given the moment its chat's activity was
+    # recorded at, in the same transaction (see StepJournal.succeed).
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     objects = ChatPartQuerySet.as_manager()
 

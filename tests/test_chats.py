@@ -474,7 +474,7 @@ def test_a_reply_moves_its_chat_up_the_list_and_the_current_chat_stays_where_the
     wait_for_run(answered.pk, "succeeded")
     assert [chat.pk for chat in selectors.chats_list(user=alice).chats] == [answered.chat_id, waited.chat_id]
     wait_for_run(waited.pk, "succeeded")
-    # The reply is recorded as its chat's activity right after it commits.
+    # The reply is recorded as its chat's activity in the transaction that writes it.
     wait_for(lambda: selectors.chats_list(user=alice).chats[0].pk == waited.chat_id, timeout=5,
              what="the chat with the later reply to come first")
     reply = AgentMessage.objects.get(run=waited, role="assistant")

@@ -185,17 +185,19 @@ class StepJournal:
         return False
 
     def succeed(self, user: Any, reply: str) -> tuple[AgentRun, AgentMessage]:
-        """End the run with its reply, one message in the chat."""
+        """End the run with its reply, one message in the chat, which becomes the chat's newest activity."""
         reply = clean_text(reply)
         with transaction.atomic():
-            # The fenced UPDATE goes first: it locks the run row, so the message below cannot race a claim.
+            # The chat's row before the run's, in the order a send or a delete takes them (a worker holding
+            # the run while it waits for the chat would close a circle with a send holding the chat), and in
+            # the reply's transaction: a list of chats asked for on the event has the chat in its place.
+            at = timezone.now()
+            chat_activity_record(chat_id=self.run.chat_id, at=at)
+            # The fenced UPDATE comes next: it locks the run row, so the message below cannot race a claim.
             run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps, holder=self.holder)
             message = AgentMessage.objects.create(
-                chat_id=run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT, content=reply, run=run
-            )
-            # Before the event goes out, so that a list of chats asked for on it has the chat in its place.
-            transaction.on_commit(
-                lambda: chat_activity_record(chat_id=run.chat_id, at=message.created_at), robust=True
+                chat_id=run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT, content=reply, run=run,
+                created_at=at,
             )
             publish_to_user(run.owner_id, run_event(
                 "assistant.replied", run, message=message_payload(message), run=run_payload(run)
