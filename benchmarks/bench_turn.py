@@ -42,7 +42,7 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *,
     from channels.layers import get_channel_layer
 
     from assistant.events import user_group
-    from assistant.models import AgentChat, AgentRun
+    from assistant.models import AgentRun
     from assistant.services import chat_send
 
     layer = get_channel_layer()
@@ -50,8 +50,8 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *,
     await layer.group_add(user_group(user.pk), channel)
 
     def send() -> int:
-        chat = AgentChat.objects.create(owner=user, spec=chat_spec)
-        return chat_send(user=user, content="benchmark turn", chat_id=chat.pk, sent_from=sent_from).run.pk
+        # A new chat as the panel's "New chat" starts one: with its first message, in the send's transaction.
+        return chat_send(user=user, content="benchmark turn", new_chat=True, sent_from=sent_from).run.pk
 
     turns, bare = [], []
     phases: dict[str, list[float]] = {
@@ -59,41 +59,43 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *,
         "claim → first step": [], "first → last step": [], "last step → run finished": [],
         "finished → replied received": [],
     }
-    for number in range(warmup + runs):
-        sent_at = timezone.now()
-        started = time.perf_counter()
-        run_id = await database_sync_to_async(send)()
-        returned_at = timezone.now()
-        event: dict[str, Any] = {}
-        done = {"assistant.replied", "assistant.reply_failed"}
-        while event.get("run_id") != run_id or event.get("type") not in done:
-            message = await asyncio.wait_for(layer.receive(channel), timeout=30)
-            event = message["events"][-1]
-        if event["type"] != "assistant.replied":
-            raise RuntimeError(f"run {run_id} failed: {event.get('error')}")
-        elapsed = (time.perf_counter() - started) * 1000
-        received = timezone.now()
-        # A person reads the reply before writing again; the worker's after-reply work (memory, registry)
-        # would otherwise compete for the two cores with what is measured next.
-        await asyncio.sleep(PAUSE_BETWEEN_TURNS_SECONDS)
-        bare_elapsed = await database_sync_to_async(_time_bare_calls)(user, calls, sent_from)
-        if number < warmup:
-            continue
-        turns.append(elapsed)
-        bare.append(bare_elapsed)
-        run = await database_sync_to_async(AgentRun.objects.get)(pk=run_id)
-        steps = await database_sync_to_async(lambda run=run: list(run.steps.order_by("seq")))()
+    # New chats are under `chat_spec` while these turns run.
+    with override_settings(ASSISTANT={**settings.ASSISTANT, "SPEC": chat_spec}):
+        for number in range(warmup + runs):
+            sent_at = timezone.now()
+            started = time.perf_counter()
+            run_id = await database_sync_to_async(send)()
+            returned_at = timezone.now()
+            event: dict[str, Any] = {}
+            done = {"assistant.replied", "assistant.reply_failed"}
+            while event.get("run_id") != run_id or event.get("type") not in done:
+                message = await asyncio.wait_for(layer.receive(channel), timeout=30)
+                event = message["events"][-1]
+            if event["type"] != "assistant.replied":
+                raise RuntimeError(f"run {run_id} failed: {event.get('error')}")
+            elapsed = (time.perf_counter() - started) * 1000
+            received = timezone.now()
+            # A person reads the reply before writing again; the worker's after-reply work (memory, registry)
+            # would otherwise compete for the two cores with what is measured next.
+            await asyncio.sleep(PAUSE_BETWEEN_TURNS_SECONDS)
+            bare_elapsed = await database_sync_to_async(_time_bare_calls)(user, calls, sent_from)
+            if number < warmup:
+                continue
+            turns.append(elapsed)
+            bare.append(bare_elapsed)
+            run = await database_sync_to_async(AgentRun.objects.get)(pk=run_id)
+            steps = await database_sync_to_async(lambda run=run: list(run.steps.order_by("seq")))()
 
-        def ms(later: Any, earlier: Any) -> float:
-            return float((later - earlier).total_seconds() * 1000)
+            def ms(later: Any, earlier: Any) -> float:
+                return float((later - earlier).total_seconds() * 1000)
 
-        phases["send → run row written"].append(ms(run.created_at, sent_at))
-        phases["run row → send returned"].append(ms(returned_at, run.created_at))
-        phases["send returned → worker claims"].append(ms(run.started_at, returned_at))
-        phases["claim → first step"].append(ms(steps[0].created_at, run.started_at))
-        phases["first → last step"].append(ms(steps[-1].created_at, steps[0].created_at))
-        phases["last step → run finished"].append(ms(run.finished_at, steps[-1].created_at))
-        phases["finished → replied received"].append(ms(received, run.finished_at))
+            phases["send → run row written"].append(ms(run.created_at, sent_at))
+            phases["run row → send returned"].append(ms(returned_at, run.created_at))
+            phases["send returned → worker claims"].append(ms(run.started_at, returned_at))
+            phases["claim → first step"].append(ms(steps[0].created_at, run.started_at))
+            phases["first → last step"].append(ms(steps[-1].created_at, steps[0].created_at))
+            phases["last step → run finished"].append(ms(run.finished_at, steps[-1].created_at))
+            phases["finished → replied received"].append(ms(received, run.finished_at))
     # The sending thread keeps its connection between turns, as a server's would; the throwaway
     # database can only be dropped once it is closed.
     await database_sync_to_async(lambda: connection.close())()
