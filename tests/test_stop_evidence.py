@@ -100,9 +100,12 @@ def test_a_stop_just_after_the_worker_took_a_run_ends_it_cancelled_with_nothing_
     assert not Effect.objects.exists()
     run.refresh_from_db()
     assert (run.status, run.stop_reason, run.reply) == ("cancelled", "cancelled", "")
-    # The model's answer was recorded, and its write found the Stop: the call it asked for never started.
-    (model_call,) = run.steps.all()
+    # The model's answer was recorded with the start of the call it asked for, in one write, which found the
+    # Stop: the call's step says it was not run, and it never ran.
+    model_call, call = run.steps.order_by("seq")
     assert model_call.kind == "model_call" and model_call.result["tool_calls"][0]["name"] == "test_record_effect"
+    assert (call.tool_name, call.state, call.took_effect) == ("test_record_effect", "finished", False)
+    assert call.result["status"] == "not_run"
 
 
 @pytest.mark.django_db

@@ -12,6 +12,7 @@ from assistant.models import AgentMemory, AgentMessage, AgentRun, AgentStep
 from assistant.services import chat_send, run_cancel, run_confirm
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
+from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.testapp.models import Effect
 from tracker.models import Project, Task
 
@@ -63,6 +64,30 @@ def test_a_turn_with_three_tool_calls(alice: Any, celery_worker: WorkerProcess, 
     memory = wait_for(lambda: AgentMemory.objects.filter(owner=alice).first(), what="the memory")
     assert "do three things" in memory.content and run.reply in memory.content
     assert memory.dims == 384
+
+
+def test_the_steps_so_far_are_on_the_record_while_the_model_works_on_its_next_answer(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    # Writes that follow each other at once share one statement and commit (a model's answer with the first
+    # call it asks for, a call's outcome with the next one's start), but none is held back while the model
+    # is waited for: the person watches each step as it happens.
+    asked = openai_stream(tool_calls=[("c1", "test_record_effect", {"label": "one"}),
+                                      ("c2", "test_record_effect", {"label": "two"})])
+    slow = openai_stream(["Recorded both."])
+    slow.delay = 3.0
+    fake_openai.queue(asked, slow)
+    run = send(alice, "record two things", "openai:fake-gpt")
+    wait_for(lambda: len(fake_openai.requests) == 2, what="the model's second call")
+
+    assert AgentRun.objects.get(pk=run.pk).status == "running"  # the model has not answered yet
+    assert list(AgentStep.objects.filter(run=run).order_by("seq").values_list("kind", "state", "took_effect")) == [
+        ("model_call", "finished", None), ("tool_call", "finished", True), ("tool_call", "finished", True),
+    ]
+    run = wait_for_run(run.pk, *FINISHED)
+    assert (run.status, run.reply, run.model_calls, run.tool_calls) == ("succeeded", "Recorded both.", 2, 2)
+    assert list(run.steps.order_by("seq").values_list("seq", flat=True)) == [1, 2, 3, 4]
+    assert sorted(Effect.objects.filter(owner=alice).values_list("label", flat=True)) == ["one", "two"]
 
 
 def test_a_validation_error_goes_back_to_the_model_which_repairs_its_call(

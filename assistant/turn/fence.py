@@ -4,9 +4,13 @@ A worker presumed dead (its heartbeat stalled, the sweeper re-queued its run, an
 it) may still be running. Checking the lease and then writing would leave a gap between the two; here the
 check is part of the write's own statement, one round trip like the plain write it replaces:
 
-    WITH held AS (SELECT cancel_requested FROM run WHERE id = %s AND lease_owner = %s FOR SHARE)
-    INSERT INTO step (...) SELECT %s, ... FROM held RETURNING id, (SELECT cancel_requested FROM held)
-    WITH held AS (...) UPDATE step SET ... FROM held WHERE step.id = %s RETURNING held.cancel_requested
+    WITH held AS (SELECT cancel_requested FROM run WHERE id = %s AND lease_owner = %s FOR SHARE),
+         u0 AS (UPDATE step SET ... FROM held WHERE step.id = %s RETURNING 1),
+         i0 AS (INSERT INTO step (...) SELECT %s, ... FROM held RETURNING id)
+    SELECT (SELECT cancel_requested FROM held), (SELECT count(*) FROM u0), (SELECT id FROM i0)
+
+Several writes that follow each other with nothing in between (a tool's outcome and the next tool's start,
+a model's answer and the first call it asks for) go in one such statement: one round trip and one commit.
 
 `FOR SHARE` holds the run row until the write commits, so a claim (an UPDATE of that row) waits for it
 and then sees it: a new holder never misses a step the old one wrote just before it lost the lease.
@@ -44,31 +48,46 @@ def _cast(field: models.Field) -> str:
     return str(field.cast_db_type(connection))
 
 
-@cache
-def _insert_sql(model: type[models.Model]) -> tuple[str, tuple[models.Field, ...]]:
+def _fields_of(model: type[models.Model], names: tuple[str, ...] | None) -> tuple[models.Field, ...]:
+    """The columns a write sets: every concrete one but the key for an insert (`names` None), else those named."""
     meta = model._meta
-    fields = tuple(field for field in meta.concrete_fields if not field.primary_key)
-    columns = ", ".join(f'"{field.column}"' for field in fields)
-    # Each value is cast to its column's type: in INSERT … SELECT the target does not type the parameters.
-    values = ", ".join(f"%s::{_cast(field)}" for field in fields)
-    sql = (
-        f'{_held_cte()}INSERT INTO "{meta.db_table}" ({columns}) SELECT {values} FROM "held" '  # noqa: S608
-        f'RETURNING "{meta.pk.column}", (SELECT "cancel_requested" FROM "held")'
-    )
-    return sql, fields
-
-
-@cache
-def _update_sql(model: type[models.Model], names: tuple[str, ...]) -> tuple[str, tuple[models.Field, ...]]:
-    meta = model._meta
+    if names is None:
+        return tuple(field for field in meta.concrete_fields if not field.primary_key)
     fields = tuple(field for name in names if isinstance(field := meta.get_field(name), models.Field))
     assert len(fields) == len(names), f"not concrete fields of {meta.label}: {names}"
-    assignments = ", ".join(f'"{field.column}" = %s' for field in fields)
-    sql = (
-        f'{_held_cte()}UPDATE "{meta.db_table}" SET {assignments} FROM "held" '  # noqa: S608 (identifiers from the model's metadata)
-        f'WHERE "{meta.db_table}"."{meta.pk.column}" = %s RETURNING "held"."cancel_requested"'
-    )
-    return sql, fields
+    return fields
+
+
+Shape = tuple[tuple[type[models.Model], ...], tuple[tuple[type[models.Model], tuple[str, ...]], ...]]
+
+
+@cache
+def _write_sql(shape: Shape) -> str:
+    """One statement for the updates and inserts of `shape`, each a data-modifying CTE that acts only when the
+    lease CTE found the run held; it answers the run's cancel flag (NULL: not held), how many rows each update
+    matched, and each insert's new key."""
+    inserts, updates = shape
+    parts, answers = [], ['(SELECT "cancel_requested" FROM "held")']
+    for number, (model, names) in enumerate(updates):
+        meta = model._meta
+        assignments = ", ".join(f'"{field.column}" = %s' for field in _fields_of(model, names))
+        parts.append(
+            f'"u{number}" AS (UPDATE "{meta.db_table}" SET {assignments} FROM "held" '  # noqa: S608 (identifiers from the model's metadata)
+            f'WHERE "{meta.db_table}"."{meta.pk.column}" = %s RETURNING 1)'
+        )
+        answers.append(f'(SELECT count(*) FROM "u{number}")')  # noqa: S608 (a name made here)
+    for number, model in enumerate(inserts):
+        meta = model._meta
+        fields = _fields_of(model, None)
+        columns = ", ".join(f'"{field.column}"' for field in fields)
+        # Each value is cast to its column's type: in INSERT … SELECT the target does not type the parameters.
+        values = ", ".join(f"%s::{_cast(field)}" for field in fields)
+        parts.append(
+            f'"i{number}" AS (INSERT INTO "{meta.db_table}" ({columns}) SELECT {values} FROM "held" '  # noqa: S608
+            f'RETURNING "{meta.pk.column}")'
+        )
+        answers.append(f'(SELECT "{meta.pk.column}" FROM "i{number}")')  # noqa: S608 (identifiers, a name made here)
+    return f'{_held_cte()}, {", ".join(parts)} SELECT {", ".join(answers)}'
 
 
 @dataclass(frozen=True)
@@ -83,27 +102,40 @@ class Fenced:
 NOT_HELD = Fenced(written=False)
 
 
+def write_fenced(*, inserts: Sequence[models.Model] = (),
+                 updates: Sequence[tuple[models.Model, Sequence[str]]] = (), run_id: int, holder: str) -> Fenced:
+    """Save the `updates` (an instance and the fields to save) and insert the `inserts` (setting their keys), in
+    one statement, only while `holder` holds run `run_id`: all of it, or nothing when it does not (`NOT_HELD`,
+    also when an updated row is gone). Several steps written at once cost one round trip and one commit."""
+    shape: Shape = (tuple(type(instance) for instance in inserts),
+                    tuple((type(instance), tuple(names)) for instance, names in updates))
+    params: list[object] = [run_id, holder]
+    for instance, names in updates:
+        fields = _fields_of(type(instance), tuple(names))
+        params += [field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields]
+        params.append(instance.pk)
+    for instance in inserts:
+        fields = _fields_of(type(instance), None)
+        params += [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(_write_sql(shape), params)
+        row = cursor.fetchone()
+    cancel_requested, matched, keys = row[0], row[1:1 + len(updates)], row[1 + len(updates):]
+    if cancel_requested is None or not all(matched):
+        return NOT_HELD
+    for instance, key in zip(inserts, keys, strict=True):
+        instance.pk = key
+        instance._state.adding, instance._state.db = False, connection.alias
+    return Fenced(written=True, cancel_requested=bool(cancel_requested))
+
+
 def insert_fenced(instance: models.Model, *, run_id: int, holder: str) -> Fenced:
     """Insert `instance` (setting its pk) only while `holder` holds run `run_id`; nothing is written
     when it does not (`NOT_HELD`)."""
-    sql, fields = _insert_sql(type(instance))
-    values = [field.get_db_prep_save(field.pre_save(instance, True), connection) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_id, holder, *values])
-        row = cursor.fetchone()
-    if row is None:
-        return NOT_HELD
-    instance.pk = row[0]
-    instance._state.adding, instance._state.db = False, connection.alias
-    return Fenced(written=True, cancel_requested=bool(row[1]))
+    return write_fenced(inserts=[instance], run_id=run_id, holder=holder)
 
 
 def update_fenced(instance: models.Model, names: Sequence[str], *, run_id: int, holder: str) -> Fenced:
     """Save these fields of `instance` only while `holder` holds run `run_id`; nothing is written when
     it does not (`NOT_HELD`)."""
-    sql, fields = _update_sql(type(instance), tuple(names))
-    values = [field.get_db_prep_save(field.pre_save(instance, False), connection) for field in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_id, holder, *values, instance.pk])
-        row = cursor.fetchone()
-    return NOT_HELD if row is None else Fenced(written=True, cancel_requested=bool(row[0]))
+    return write_fenced(updates=[(instance, names)], run_id=run_id, holder=holder)

@@ -8,7 +8,9 @@ storable first (`model_output`), so no value can make a write fail.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
@@ -16,14 +18,14 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from assistant.events import publish_to_user
-from assistant.lifecycle import chat_activity_record, run_finish
+from assistant.lifecycle import CancelledBeforeEnd, chat_activity_record, run_finish
 from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
 from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
-from assistant.turn.fence import Fenced, insert_fenced, update_fenced
+from assistant.turn.fence import Fenced, insert_fenced, update_fenced, write_fenced
 from assistant.turn.lease import LeaseLost
 from assistant.turn.model_output import MAX_NAME_CHARS, clean_text, storable_json
 
@@ -55,7 +57,13 @@ class StepJournal:
     """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first).
 
     Each write also reads the run's cancel flag (see `assistant.turn.fence`); once one finds it set,
-    `cancelled` is set, for the turn to stop at its next boundary."""
+    `cancelled` is set, for the turn to stop at its next boundary.
+
+    A write the turn follows at once with another (a model's answer, then the first call it asks for; a
+    tool's outcome, then the next tool's start) may be `staged`: it goes, with its event, in the statement
+    and commit of the next write, or at `flush()`, which the turn calls before anything that takes time (a
+    model call, a look-up for an approval card). Every other write here flushes what is staged first, so the
+    record keeps its order and nothing staged is left behind by a pause or an end."""
 
     def __init__(self, run: AgentRun, holder: str, steps: list[AgentStep],
                  cancelled: threading.Event | None = None, plan: AgentPlan | None = None) -> None:
@@ -63,6 +71,8 @@ class StepJournal:
         self.cancelled = cancelled if cancelled is not None else threading.Event()
         # The plan the run follows (assistant/plans/): its steps follow the tool steps written here.
         self.plan = plan
+        # Staged writes, in order: a step to insert (fields None) or the fields of one to update.
+        self._staged: list[tuple[AgentStep, tuple[str, ...] | None]] = []
 
     def _lost(self) -> LeaseLost:
         return LeaseLost(f"run {self.run.pk} is no longer held by {self.holder}")
@@ -76,30 +86,71 @@ class StepJournal:
     def _publish_step(self, step: AgentStep) -> None:
         publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
 
+    def _write(self, step: AgentStep, fields: tuple[str, ...] | None) -> None:
+        """Insert `step` (`fields` None) or save those fields of it, with whatever is staged, in one fenced
+        statement; then each of them is announced, in order, once it commits."""
+        writes, self._staged = [*self._staged, (step, fields)], []
+        self._written(write_fenced(
+            inserts=[written for written, names in writes if names is None],
+            updates=[(written, names) for written, names in writes if names is not None],
+            run_id=self.run.pk, holder=self.holder,
+        ))
+        for written, _ in writes:
+            self._publish_step(written)
+
+    def flush(self) -> None:
+        """Write what is staged, now."""
+        if self._staged:
+            step, fields = self._staged.pop()
+            self._write(step, fields)
+
+    @contextlib.contextmanager
+    def _ending(self) -> Iterator[None]:
+        """The transaction that ends the run, with what is staged. Should the end be refused because the person
+        stopped the run first (`CancelledBeforeEnd`: all of it rolled back), what was staged is staged again,
+        for the end that follows to write."""
+        staged = list(self._staged)
+        try:
+            with transaction.atomic():
+                yield
+        except CancelledBeforeEnd:
+            for step, fields in staged:
+                if fields is None:
+                    step.pk, step._state.adding = None, True
+            self._staged = staged
+            raise
+
     # --- steps -------------------------------------------------------------------------------
 
-    def add(self, **fields: Any) -> AgentStep:
-        """A new step after the last one."""
+    def add(self, *, stage: bool = False, **fields: Any) -> AgentStep:
+        """A new step after the last one (`stage`: written with the next write; see the class)."""
         seq = (self.steps[-1].seq + 1) if self.steps else 1
         step = AgentStep(run=self.run, seq=seq, **fields)
         _make_storable(step)
-        self._written(insert_fenced(step, run_id=self.run.pk, holder=self.holder))
+        if stage:
+            self._staged.append((step, None))
+            self.steps.append(step)
+            return step
+        self._write(step, None)
         self.steps.append(step)
-        self._publish_step(step)
         if self.plan is not None and self._follows_plan(step) and step_started(self.plan.steps, step) is not None:
             self._save_plan()
         return step
 
-    def save(self, step: AgentStep, *fields: str) -> None:
+    def save(self, step: AgentStep, *fields: str, stage: bool = False) -> None:
         _make_storable(step, tuple(name for name in fields if name in (*_JSON_FIELDS, *_TEXT_FIELDS, *_NAME_FIELDS)))
-        self._written(update_fenced(step, fields, run_id=self.run.pk, holder=self.holder))
-        self._publish_step(step)
+        if stage:
+            self._staged.append((step, fields))
+        else:
+            self._write(step, fields)
 
     def notice(self, text: str) -> AgentStep:
         return self.add(kind=Kind.NOTICE, reason=text, took_effect=False)
 
-    def finish_step(self, step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None) -> None:
-        """Record a tool step's outcome (what the executor answered, or why nothing ran)."""
+    def finish_step(self, step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None, *,
+                    stage: bool = False) -> None:
+        """Record a tool step's outcome (what the executor answered, or why nothing ran). `stage`: written with
+        the next write (not while the run follows a plan, whose record follows each outcome at once)."""
         step.state = State.FINISHED
         step.result = outcome
         took_effect = outcome.get("took_effect")
@@ -111,7 +162,7 @@ class StepJournal:
         if followed and followed["status"] == AgentPlan.Status.FAILED:
             # Said to the model with the outcome, as data: the plan is to be revised, not ploughed on with.
             step.result = {**outcome, "plan": {"step": followed["n"], "status": "failed", "next": REVISE}}
-        self.save(step, "state", "result", "took_effect", "reason", "duration_ms")
+        self.save(step, "state", "result", "took_effect", "reason", "duration_ms", stage=stage and self.plan is None)
         if followed:
             self._save_plan()
 
@@ -122,6 +173,7 @@ class StepJournal:
 
     def write_plan(self, plan: AgentPlan) -> AgentPlan:
         """A new revision of the run's plan, which the run follows from now on."""
+        self.flush()
         self._written(insert_fenced(plan, run_id=self.run.pk, holder=self.holder))
         self.plan = plan
         publish_to_user(self.run.owner_id, plan_event(self.run, plan))
@@ -135,6 +187,7 @@ class StepJournal:
 
     def _save_plan(self) -> None:
         assert self.plan is not None
+        self.flush()
         self.plan.updated_at = timezone.now()
         self._written(update_fenced(self.plan, ("steps", "updated_at"), run_id=self.run.pk, holder=self.holder))
         publish_to_user(self.run.owner_id, plan_event(self.run, self.plan))
@@ -151,6 +204,8 @@ class StepJournal:
             elif summary and not step.summary:
                 step.summary = summary
                 self.save(step, "summary")
+            else:
+                self.flush()
             released = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).update(
                 status=Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
             )
@@ -168,6 +223,7 @@ class StepJournal:
         worker, and the end of its last working member puts it back on the queue. Returns False, changing
         nothing, when none is at work any more, or when the person stopped the run (`cancelled` is then
         set); raises LeaseLost when this worker no longer holds it."""
+        self.flush()
         working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
         held = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder)
         # One statement: the run's row is locked by it before a member's wake can look at it (see
@@ -187,12 +243,13 @@ class StepJournal:
     def succeed(self, user: Any, reply: str) -> tuple[AgentRun, AgentMessage]:
         """End the run with its reply, one message in the chat, which becomes the chat's newest activity."""
         reply = clean_text(reply)
-        with transaction.atomic():
+        with self._ending():
             # The chat's row before the run's, in the order a send or a delete takes them (a worker holding
             # the run while it waits for the chat would close a circle with a send holding the chat), and in
             # the reply's transaction: a list of chats asked for on the event has the chat in its place.
             at = timezone.now()
             chat_activity_record(chat_id=self.run.chat_id, at=at)
+            self.flush()  # the model's answer, in the same commit
             # The fenced UPDATE comes next: it locks the run row, so the message below cannot race a claim.
             run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps, holder=self.holder)
             message = AgentMessage.objects.create(
@@ -206,15 +263,20 @@ class StepJournal:
 
     def answer(self, reply: str) -> AgentRun:
         """End a member's run with its reply on its own row: it answers the run that asked it, not the chat."""
-        return run_finish(run=self.run, status=Status.SUCCEEDED, reply=clean_text(reply), steps=self.steps,
-                          holder=self.holder)
+        with self._ending():
+            self.flush()
+            return run_finish(run=self.run, status=Status.SUCCEEDED, reply=clean_text(reply), steps=self.steps,
+                              holder=self.holder)
 
     def stop(self, status: str, stop_reason: str, message: str) -> AgentRun:
         """End the run without a reply (a limit, a cancel, a model error, a crash)."""
-        return run_finish(run=self.run, status=status, stop_reason=stop_reason, error=clean_text(message),
-                          steps=self.steps, holder=self.holder)
+        with transaction.atomic():
+            self.flush()
+            return run_finish(run=self.run, status=status, stop_reason=stop_reason, error=clean_text(message),
+                              steps=self.steps, holder=self.holder)
 
     def store_summary(self, summary: AgentMessage) -> None:
         """Keep a summary of older messages made during this turn (see `conversation_window`)."""
         summary.content = clean_text(summary.content)
+        self.flush()
         self._written(insert_fenced(summary, run_id=self.run.pk, holder=self.holder))

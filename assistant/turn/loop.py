@@ -341,6 +341,7 @@ class Turn:
     def _summarise(self, messages: list[Message]) -> ModelResponse:
         assert self.model is not None
         self.limits.before_model_call(self.steps)
+        self.journal.flush()  # what happened so far is on the record before the model is waited for
         started = time.monotonic()
         response = fit_response(self.model.complete(messages))
         self._record_model_call(response, started, arguments={"purpose": "summarise"})
@@ -379,6 +380,7 @@ class Turn:
         wall time is recorded with the text it had streamed so far."""
         assert self.model is not None
         self.limits.before_model_call(self.steps)
+        self.journal.flush()  # what happened so far is on the record before the model is waited for
         started = time.monotonic()
         self._streamed = []
         try:
@@ -401,8 +403,9 @@ class Turn:
         seq = (self.steps[-1].seq + 1) if self.steps else 1
         taken = {call_id for step in self.steps for call_id in ids_in((step.result or {}).get("tool_calls") or ())
                  if step.kind == Kind.MODEL_CALL}
+        # Staged: written with what follows at once (the first call it asks for, or the reply).
         self.journal.add(
-            kind=Kind.MODEL_CALL, arguments=arguments or {},
+            stage=True, kind=Kind.MODEL_CALL, arguments=arguments or {},
             result={
                 "text": response.text,
                 "tool_calls": recorded_calls(response.tool_calls, step_seq=seq, taken=taken),
@@ -581,6 +584,7 @@ class Turn:
                 # Looked up as the person, before the write that makes the step wait, and from the arguments
                 # exactly as they are stored: the card describes what the approval would run.
                 arguments = existing.arguments if existing is not None else storable_json(call.arguments)[0]
+                self.journal.flush()  # the look-up takes a moment: what happened so far is not held back
                 summary = describe_call(self.user, offered, arguments, sent_from=self.authority.sent_from)
             self.journal.pause(offered, existing, summary=summary, kind=Kind.TOOL_CALL, tool_name=call.name,
                                call_id=call.id, arguments=call.arguments)
@@ -627,7 +631,8 @@ class Turn:
             step = self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name, call_id=call.id,
                                     arguments=call.arguments)
         duration = int((time.monotonic() - started) * 1000) if started is not None else None
-        self.journal.finish_step(step, outcome, duration)
+        # Staged: written with the next call's start, or before the next model call, whichever comes first.
+        self.journal.finish_step(step, outcome, duration, stage=True)
 
     # --- finish ------------------------------------------------------------------------------
 
@@ -703,10 +708,17 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
         following.extend(_work_on(member_id, holder=holder, claim=claim, early=None, enqueue=enqueue))
 
     with Heartbeat(run_id, holder) as heartbeat:
+        turn: Turn | None = None
         try:
-            Turn(run, heartbeat, early, work_on_member=work_on_member, enqueue=enqueue).execute()
+            turn = Turn(run, heartbeat, early, work_on_member=work_on_member, enqueue=enqueue)
+            turn.execute()
         except Exception as exc:
             logger.exception("Run %s crashed", run_id)
+            if turn is not None:
+                try:  # the outcomes it had (staged writes) go on the record before it ends
+                    turn.journal.flush()
+                except Exception:  # the database or the lease is what failed: the steps stay unfinished
+                    logger.warning("Run %s: its staged steps could not be written", run_id, exc_info=True)
             current = AgentRun.objects.filter(pk=run_id, lease_owner=holder).first()
             # Taken over in the meantime (LeaseLost): the new holder goes on with the run, untouched.
             if current is not None and current.is_active:

@@ -128,6 +128,13 @@ def test_every_write_of_a_worker_that_lost_its_lease_is_refused_and_changes_noth
     writes: dict[str, Callable[[], Any]] = {
         "a new step": lambda: journal.add(kind="notice", reason="still here"),
         "a step's outcome": lambda: journal.finish_step(started, {"status": "data", "took_effect": False}),
+        "an outcome staged for the next write": lambda: (
+            journal.finish_step(started, {"status": "data", "took_effect": False}, stage=True), journal.flush()
+        ),
+        "a model's answer staged with the call it asks for": lambda: (
+            journal.add(stage=True, kind="model_call", result={"text": "", "tool_calls": []}),
+            journal.add(kind="tool_call", state="started", tool_name="tracker_project_list", call_id="c3"),
+        ),
         "a pause for confirmation": lambda: journal.pause(
             delete, None, kind="tool_call", tool_name=delete.name, call_id="c2", arguments={"pk": 1}
         ),
