@@ -118,12 +118,16 @@ def chat_send(
     else:
         # The person's current chat is one they talk in: a chat of their agent's calls never is.
         chat = None if new_chat else chats.filter(channel=Channel.PANEL).order_by("-updated_at", "-id").first()
+    # The message's time, and so its chat's newest activity.
+    now = timezone.now()
     if chat is None:
         # A chat made now has no runs to wait for, and takes its title from this first message (as a title
-        # the person typed would be kept: see assistant/text.py).
-        chat = AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC,
+        # the person typed would be kept: see assistant/text.py); its newest activity is this message.
+        chat = AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC, last_activity_at=now,
                                         title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
+        made = True
     else:
+        made = False
         active = AgentRun.objects.select_for_update().filter(chat=chat, parent__isnull=True,
                                                      status__in=AgentRun.ACTIVE_STATUSES).first()
         if active is not None:
@@ -135,10 +139,12 @@ def chat_send(
     if seen is not None:
         config["page"] = seen.as_data()
     run = run_start(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
-    message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run)
-    # Marks it the person's current chat (updated_at), and its newest activity is this message.
-    chat.last_activity_at = message.created_at
-    chat.save(update_fields=["title", "updated_at", "last_activity_at"])
+    message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run,
+                                          created_at=now)
+    if not made:
+        # Marks it the person's current chat (updated_at), and its newest activity is this message.
+        chat.last_activity_at = message.created_at
+        chat.save(update_fields=["title", "updated_at", "last_activity_at"])
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
     run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
