@@ -9,10 +9,12 @@ and ends here the same way.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Model
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -26,6 +28,7 @@ from assistant.replay import member_replay, replay_settings
 from assistant.run_profile import run_intent, run_profile_record
 from assistant.signals import request_cancel
 from assistant.society.members import member
+from assistant.turn.fence import write_fenced
 from assistant.turn.lease import LeaseLost
 
 # What a run the person stopped says, wherever it stopped.
@@ -228,7 +231,7 @@ def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) 
 
 def run_finish(
     *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
-    steps: list[AgentStep] | None = None, holder: str | None = None,
+    steps: list[AgentStep] | None = None, holder: str | None = None, with_rows: Sequence[Model] = (),
 ) -> AgentRun:
     """Close a run with its final status, file it in its owner's profile and announce it. Counts and
     tokens are totalled from its steps (pass them when already loaded).
@@ -236,11 +239,14 @@ def run_finish(
     A worker passes its `holder`: the run is then closed only while that worker still holds its lease,
     in the same statement, and `LeaseLost` is raised, with nothing changed, when it does not.
 
+    `with_rows` (a worker's, with its `holder`) are inserted in the statement that closes the run: its last
+    step and its reply go in with the end, or not at all (steps among them are announced with it).
+
     The profile entry is written in the same transaction as the end (the caller's, or one of its own):
     a run counts exactly once however it ends, whatever dies when (see assistant/run_profile.py)."""
     with transaction.atomic(savepoint=False):
         run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
-                         holder=holder)
+                         holder=holder, with_rows=with_rows)
     if status == AgentRun.Status.CANCELLED:
         publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
     elif status != AgentRun.Status.SUCCEEDED:
@@ -250,7 +256,7 @@ def run_finish(
 
 def _run_close(
     *, run: AgentRun, status: str, stop_reason: str, error: str, reply: str, steps: list[AgentStep] | None,
-    holder: str | None,
+    holder: str | None, with_rows: Sequence[Model] = (),
 ) -> AgentRun:
     now = timezone.now()
     steps = list(run.steps.all()) if steps is None else steps
@@ -273,17 +279,20 @@ def _run_close(
         "intent", "profile_recorded_at", "session_sealed",
     ]
     if holder is None:
+        assert not with_rows, "rows go in with the end only for the worker that holds the run"
         run.save(update_fields=fields)
     else:
-        values = {name: getattr(run, name) for name in fields}
-        held = AgentRun.objects.filter(pk=run.pk, lease_owner=holder)
         # A reply never wins over a Stop the person sent first: the check is part of the closing statement,
         # so a cancel that committed a moment before the end is never left behind, whichever step saw it.
-        closing = held.filter(cancel_requested=False) if status == AgentRun.Status.SUCCEEDED else held
-        if not closing.update(**values):
-            if status == AgentRun.Status.SUCCEEDED and held.exists():
+        closed = write_fenced(inserts=with_rows, updates=[(run, fields)], run_id=run.pk, holder=holder,
+                              unless_cancelled=status == AgentRun.Status.SUCCEEDED)
+        if not closed.written:
+            if closed.cancel_requested:
                 raise CancelledBeforeEnd(f"run {run.pk} was stopped by its person before it could end")
             raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
+        for row in with_rows:  # announced in the order written, before what the end changes
+            if isinstance(row, AgentStep):
+                publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(row)))
     for step in unrun:
         step.save(update_fields=["state", "took_effect", "reason", "result"])
         publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))

@@ -58,22 +58,23 @@ def _fields_of(model: type[models.Model], names: tuple[str, ...] | None) -> tupl
     return fields
 
 
-Shape = tuple[tuple[type[models.Model], ...], tuple[tuple[type[models.Model], tuple[str, ...]], ...]]
+Shape = tuple[tuple[type[models.Model], ...], tuple[tuple[type[models.Model], tuple[str, ...]], ...], bool]
 
 
 @cache
 def _write_sql(shape: Shape) -> str:
     """One statement for the updates and inserts of `shape`, each a data-modifying CTE that acts only when the
-    lease CTE found the run held; it answers the run's cancel flag (NULL: not held), how many rows each update
-    matched, and each insert's new key."""
-    inserts, updates = shape
+    lease CTE found the run held (and, `unless_cancelled`, not asked to stop); it answers the run's cancel flag
+    (NULL: not held), how many rows each update matched, and each insert's new key."""
+    inserts, updates, unless_cancelled = shape
+    condition = ' WHERE NOT "held"."cancel_requested"' if unless_cancelled else ""
     parts, answers = [], ['(SELECT "cancel_requested" FROM "held")']
     for number, (model, names) in enumerate(updates):
         meta = model._meta
         assignments = ", ".join(f'"{field.column}" = %s' for field in _fields_of(model, names))
         parts.append(
             f'"u{number}" AS (UPDATE "{meta.db_table}" SET {assignments} FROM "held" '  # noqa: S608 (identifiers from the model's metadata)
-            f'WHERE "{meta.db_table}"."{meta.pk.column}" = %s RETURNING 1)'
+            f'WHERE "{meta.db_table}"."{meta.pk.column}" = %s{condition.replace(" WHERE", " AND")} RETURNING 1)'
         )
         answers.append(f'(SELECT count(*) FROM "u{number}")')  # noqa: S608 (a name made here)
     for number, model in enumerate(inserts):
@@ -83,7 +84,7 @@ def _write_sql(shape: Shape) -> str:
         # Each value is cast to its column's type: in INSERT … SELECT the target does not type the parameters.
         values = ", ".join(f"%s::{_cast(field)}" for field in fields)
         parts.append(
-            f'"i{number}" AS (INSERT INTO "{meta.db_table}" ({columns}) SELECT {values} FROM "held" '  # noqa: S608
+            f'"i{number}" AS (INSERT INTO "{meta.db_table}" ({columns}) SELECT {values} FROM "held"{condition} '  # noqa: S608
             f'RETURNING "{meta.pk.column}")'
         )
         answers.append(f'(SELECT "{meta.pk.column}" FROM "i{number}")')  # noqa: S608 (identifiers, a name made here)
@@ -92,8 +93,8 @@ def _write_sql(shape: Shape) -> str:
 
 @dataclass(frozen=True)
 class Fenced:
-    """What a fenced write found: whether it was written (the holder still held the run), and the run's
-    cancel flag as of that write."""
+    """What a fenced write found: whether it was written (the holder still held the run, and for a write
+    `unless_cancelled`, nobody had asked it to stop), and the run's cancel flag as of that write."""
 
     written: bool
     cancel_requested: bool = False
@@ -103,12 +104,16 @@ NOT_HELD = Fenced(written=False)
 
 
 def write_fenced(*, inserts: Sequence[models.Model] = (),
-                 updates: Sequence[tuple[models.Model, Sequence[str]]] = (), run_id: int, holder: str) -> Fenced:
+                 updates: Sequence[tuple[models.Model, Sequence[str]]] = (), run_id: int, holder: str,
+                 unless_cancelled: bool = False) -> Fenced:
     """Save the `updates` (an instance and the fields to save) and insert the `inserts` (setting their keys), in
     one statement, only while `holder` holds run `run_id`: all of it, or nothing when it does not (`NOT_HELD`,
-    also when an updated row is gone). Several steps written at once cost one round trip and one commit."""
+    also when an updated row is gone). Several steps written at once cost one round trip and one commit.
+
+    `unless_cancelled`: nothing either when the person has asked the run to stop (the answer is then not
+    written, and says `cancel_requested`): a run's answer never wins over a Stop sent before it."""
     shape: Shape = (tuple(type(instance) for instance in inserts),
-                    tuple((type(instance), tuple(names)) for instance, names in updates))
+                    tuple((type(instance), tuple(names)) for instance, names in updates), unless_cancelled)
     params: list[object] = [run_id, holder]
     for instance, names in updates:
         fields = _fields_of(type(instance), tuple(names))
@@ -121,7 +126,11 @@ def write_fenced(*, inserts: Sequence[models.Model] = (),
         cursor.execute(_write_sql(shape), params)
         row = cursor.fetchone()
     cancel_requested, matched, keys = row[0], row[1:1 + len(updates)], row[1 + len(updates):]
-    if cancel_requested is None or not all(matched):
+    if cancel_requested is None:
+        return NOT_HELD
+    if unless_cancelled and cancel_requested:
+        return Fenced(written=False, cancel_requested=True)
+    if not all(matched):
         return NOT_HELD
     for instance, key in zip(inserts, keys, strict=True):
         instance.pk = key

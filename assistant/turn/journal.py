@@ -104,6 +104,17 @@ class StepJournal:
             step, fields = self._staged.pop()
             self._write(step, fields)
 
+    def _end(self, *, status: str, reply: str = "", stop_reason: str = "", error: str = "",
+             reply_message: AgentMessage | None = None) -> AgentRun:
+        """Close the run (`run_finish`), with the steps staged for insertion and the reply's message in the
+        statement that closes it (which announces the steps); staged outcomes (updates) go first, on their own."""
+        if any(fields is not None for _, fields in self._staged):
+            self.flush()
+        staged, self._staged = [step for step, _ in self._staged], []
+        return run_finish(run=self.run, status=status, reply=reply, stop_reason=stop_reason, error=error,
+                          steps=self.steps, holder=self.holder,
+                          with_rows=[*staged, *([reply_message] if reply_message is not None else [])])
+
     @contextlib.contextmanager
     def _ending(self) -> Iterator[None]:
         """The transaction that ends the run, with what is staged. Should the end be refused because the person
@@ -249,13 +260,10 @@ class StepJournal:
             # the reply's transaction: a list of chats asked for on the event has the chat in its place.
             at = timezone.now()
             chat_activity_record(chat_id=self.run.chat_id, at=at)
-            self.flush()  # the model's answer, in the same commit
-            # The fenced UPDATE comes next: it locks the run row, so the message below cannot race a claim.
-            run = run_finish(run=self.run, status=Status.SUCCEEDED, reply=reply, steps=self.steps, holder=self.holder)
-            message = AgentMessage.objects.create(
-                chat_id=run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT, content=reply, run=run,
-                created_at=at,
-            )
+            # The run's end, its last step (the model's answer) and the reply's message: one fenced statement.
+            message = AgentMessage(chat_id=self.run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT,
+                                   content=reply, run=self.run, created_at=at)
+            run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message)
             publish_to_user(run.owner_id, run_event(
                 "assistant.replied", run, message=message_payload(message), run=run_payload(run)
             ))
@@ -264,16 +272,12 @@ class StepJournal:
     def answer(self, reply: str) -> AgentRun:
         """End a member's run with its reply on its own row: it answers the run that asked it, not the chat."""
         with self._ending():
-            self.flush()
-            return run_finish(run=self.run, status=Status.SUCCEEDED, reply=clean_text(reply), steps=self.steps,
-                              holder=self.holder)
+            return self._end(status=Status.SUCCEEDED, reply=clean_text(reply))
 
     def stop(self, status: str, stop_reason: str, message: str) -> AgentRun:
         """End the run without a reply (a limit, a cancel, a model error, a crash)."""
         with transaction.atomic():
-            self.flush()
-            return run_finish(run=self.run, status=status, stop_reason=stop_reason, error=clean_text(message),
-                              steps=self.steps, holder=self.holder)
+            return self._end(status=status, stop_reason=stop_reason, error=clean_text(message))
 
     def store_summary(self, summary: AgentMessage) -> None:
         """Keep a summary of older messages made during this turn (see `conversation_window`)."""
