@@ -28,7 +28,7 @@ from assistant.lifecycle import (
     run_config,
     run_descendants,
     run_finish,
-    run_start,
+    run_new,
 )
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
 from assistant.page_context import BadPage, page_context
@@ -42,6 +42,7 @@ from assistant.payloads import (
 )
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
+from assistant.rows import WRITE_ALWAYS, write_together
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
 from assistant.signals import request_cancel
@@ -120,14 +121,13 @@ def chat_send(
         chat = None if new_chat else chats.filter(channel=Channel.PANEL).order_by("-updated_at", "-id").first()
     # The message's time, and so its chat's newest activity.
     now = timezone.now()
+    made = chat is None
     if chat is None:
         # A chat made now has no runs to wait for, and takes its title from this first message (as a title
         # the person typed would be kept: see assistant/text.py); its newest activity is this message.
-        chat = AgentChat.objects.create(owner=user, spec=assistant_settings.SPEC, last_activity_at=now,
-                                        title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
-        made = True
+        chat = AgentChat(owner=user, spec=assistant_settings.SPEC, last_activity_at=now,
+                         title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
     else:
-        made = False
         active = AgentRun.objects.select_for_update().filter(chat=chat, parent__isnull=True,
                                                      status__in=AgentRun.ACTIVE_STATUSES).first()
         if active is not None:
@@ -138,9 +138,10 @@ def chat_send(
     config = run_config(spec=chat.spec)
     if seen is not None:
         config["page"] = seen.as_data()
-    run = run_start(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
-    message = AgentMessage.objects.create(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run,
-                                          created_at=now)
+    run = run_new(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
+    message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now)
+    # The new chat (if it is one), the run and the message: one statement.
+    write_together(guard=WRITE_ALWAYS, guard_params=(), inserts=[chat, run, message] if made else [run, message])
     if not made:
         # Marks it the person's current chat (updated_at), and its newest activity is this message.
         chat.last_activity_at = message.created_at
