@@ -7,7 +7,7 @@ from collections import Counter
 from functools import cache
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from registry.models import WINDOW_SIZE, AgentProfile
@@ -36,7 +36,10 @@ def _record_sql() -> str:
     Counts that are not an object (a hand-edited row) are not added to: they become NULL, which their
     columns refuse, so the statement fails as a write of bad data does."""
     table = AgentProfile._meta.db_table
-    returned = ", ".join(f'profile."{field.column}"' for field in AgentProfile._meta.concrete_fields)
+    # Not the window and the counts: the row comes back without them (deferred, read if asked for), so the
+    # 100 entries never travel back to be parsed for nothing.
+    returned = ", ".join(f'profile."{field.column}"' for field in AgentProfile._meta.concrete_fields
+                         if not isinstance(field, models.JSONField))
 
     def stamped(moment: str) -> str:
         return f"%(entry)s::jsonb || jsonb_build_object('timestamp', {_ISO_UTC.format(moment=moment)})"
