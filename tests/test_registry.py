@@ -3,6 +3,7 @@ services that end runs (no worker here; runs a worker really works on are in tes
 
 from __future__ import annotations
 
+import random
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -25,6 +26,7 @@ from assistant.turn.sweeper import sweep_runs
 from registry.models import WINDOW_SIZE, AgentProfile
 from registry.selectors import profile_get, profile_stats, profile_summary, profiles_list
 from registry.services import profile_record_invocation
+from registry.stats import compute_stats, format_summary
 
 pytestmark = pytest.mark.django_db
 
@@ -190,6 +192,35 @@ def test_the_seeds_reads_as_selectors(alice: Any, bob: Any) -> None:
     assert profile_summary(owner=bob, spec_name="default") == (
         'Agent "default" — 1 prior invocations, 100% success rate, → 0% trend. Top tools: t.'
     )
+
+
+def test_the_summary_line_the_prompt_gets_is_the_one_the_whole_window_makes(alice: Any) -> None:
+    # profile_summary counts in the database what the line needs; the admin's stats read the whole window.
+    # Windows of every size to the full one, odd and even halves, ties among tools (broken by first use),
+    # entries without tools or with them missing, and the organisation's own profile.
+    rng = random.Random(24)
+    tools = ["tracker_task_list", "tracker_task_create", "tracker_project_stats", "ask_clerk", "t"]
+    for number, size in enumerate([1, 2, 3, 4, 5, 7, 10, 33, 64, 99, WINDOW_SIZE]):
+        window: list[dict[str, Any]] = []
+        for _ in range(size):
+            entry: dict[str, Any] = {"status": rng.choice(["success", "success", "error", "timeout", "cancelled"])}
+            if rng.random() < 0.8:
+                entry["tools_used"] = [rng.choice(tools) for _ in range(rng.randint(0, 4))]
+            window.append(entry)
+        for owner in (alice, None):
+            spec_name = f"spec-{number}"
+            AgentProfile.objects.create(owner=owner, spec_name=spec_name, invocations=size + number, window=window)
+            expected = format_summary(spec_name, size + number, compute_stats(window))
+            assert expected and profile_summary(owner=owner, spec_name=spec_name) == expected
+    tied = [{"status": "success", "tools_used": ["b", "a"]}, {"status": "error", "tools_used": ["c", "a", "b"]},
+            {"status": "success", "tools_used": ["c"]}, {"status": "success"}]
+    AgentProfile.objects.create(owner=alice, spec_name="tied", invocations=4, window=tied)
+    assert profile_summary(owner=alice, spec_name="tied") == (
+        'Agent "tied" — 4 prior invocations, 75% success rate, ↑ 50% trend. Top tools: b, a, c.'
+    )
+    AgentProfile.objects.create(owner=alice, spec_name="empty", invocations=3, window=[])
+    assert profile_summary(owner=alice, spec_name="empty") == ""
+    assert profile_summary(owner=alice, spec_name="never used") == ""
 
 
 # --- concurrency --------------------------------------------------------------------------------
