@@ -185,6 +185,8 @@ class RunAuthority:
     def __init__(self, run: AgentRun) -> None:
         self.owner_id = run.owner_id
         self.token_id: int | None = run.client_token_id
+        # The person as the session's last check found them, loaded as Django loads a request's user.
+        self.person: Any | None = None
         self._next_check = 0.0
         self._unreadable = False
         try:
@@ -205,8 +207,11 @@ class RunAuthority:
         if at < self._next_check and not now:
             return
         self._next_check = at + AUTHORITY_CHECK_SECONDS
-        if self.sent_from is not None and not session_acts_as(self.sent_from.session_key, self.owner_id):
-            raise SessionEnded()
+        if self.sent_from is not None:
+            person = session_user(self.sent_from.session_key)
+            if person is None or person.pk != self.owner_id:
+                raise SessionEnded()
+            self.person = person
         token_id = self.token_id
         if token_id is None:
             return

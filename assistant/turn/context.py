@@ -17,8 +17,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from django.db.models import Q
-
 from assistant.llm import Message, ModelError, ModelResponse
 from assistant.models import AgentMessage, AgentRun
 
@@ -40,18 +38,16 @@ def _transcript(rows: list[AgentMessage], previous_summary: str) -> str:
 
 
 def chat_history(run: AgentRun) -> list[AgentMessage]:
-    """The chat's messages up to and including the one this run answers, oldest first, summaries aside,
-    each with its owner loaded (the turn acts as that person). Messages of later runs are left out.
+    """The chat's messages up to and including the one this run answers, oldest first, summaries aside.
+    Messages of later runs are left out.
 
-    A chat's runs take turns, so everything said before this run's question belongs to a run with a
-    smaller id (or to one since deleted, whose messages keep no run).
+    A chat's runs take turns (a send waits for the chat's lock, and is refused while a run works there), so
+    everything said before this run's question comes before it in the chat, and everything of a later run
+    after it.
     """
-    rows = list(
-        AgentMessage.objects.filter(Q(run_id__lte=run.pk) | Q(run__isnull=True), chat_id=run.chat_id)
-        .exclude(role=AgentMessage.Role.SUMMARY)
-        .select_related("owner")
-        .order_by("id")
-    )
+    # The chat's messages in order; those after this run's question (a later run's) are cut off below.
+    rows = [row for row in AgentMessage.objects.filter(chat_id=run.chat_id).order_by("id")
+            if row.role != AgentMessage.Role.SUMMARY]
     asked = next(
         (index for index, row in enumerate(rows) if row.run_id == run.pk and row.role == AgentMessage.Role.USER), None
     )

@@ -173,8 +173,8 @@ class Turn:
         self.is_member = run.parent_id is not None
         self.history = [] if self.is_member else chat_history(run)
         asked = self.history[-1] if self.history else None
-        # The person who asked, loaded with the history; the turn acts as them.
-        self.user = asked.owner if asked is not None and asked.owner_id == run.owner_id else run.owner
+        # The person the turn acts as: as the first check of their session loads them (see `execute`).
+        self.user: Any = None
         text = run.task if self.is_member else (asked.content if asked is not None else "")
         embedder = str(run_setting(self.run, "EMBEDDER"))
         # A member remembers nothing (it answers the run that asked it): its task is embedded only to recall
@@ -225,6 +225,9 @@ class Turn:
     def execute(self) -> None:
         try:
             self._boundary()
+            # The run's person, as their session's check just loaded them (or, for a run with no session, as
+            # the run names them).
+            self.user = self.authority.person or self.run.owner
             self.model = get_model(str(self.config.get("model") or DEFAULTS["MODEL"]))
             self._resume_replay_position()
             offered = tools_for(
