@@ -4,7 +4,8 @@ median of the same three tool calls made directly, exactly as the `turn` benchma
 
 Optional: it installs the peer from PyPI into a throwaway virtualenv (`.data/peer-venv`, reused when it is
 there), so `make bench` skips it unless `BENCH_PEER=1`; `python -m benchmarks peer` runs it. The goal:
-ours ≤ 0.5× the peer's overhead in the same run.
+ours ≤ 1.0× the peer's overhead on both of its paths in the same run (the peer answers inside the request;
+ours keeps a durable queue, rows before events, live authority and memory recall, and is still to cost less).
 
 The peer's side (`benchmarks/peer/`) is a small site of its own: django-ai-assistant set up as its
 documentation does, an app whose three tools create a task, list tasks by a search and count a project's
@@ -42,7 +43,7 @@ ENABLE_VARIABLE = "BENCH_PEER"
 ROUNDS = int(os.environ.get("BENCH_PEER_ROUNDS", "6"))
 RUNS_PER_ROUND = int(os.environ.get("BENCH_PEER_RUNS", "10"))
 WARMUP = 5
-GOAL_RATIO = 0.5
+GOAL_RATIO = 1.0
 COLD_START_RUNS = 5
 
 
@@ -159,12 +160,14 @@ def _describe(name: str, side: Side) -> None:
           f" | overhead {side.overhead:6.1f} ms")
 
 
-def compare(*, rounds: int = ROUNDS, runs: int = RUNS_PER_ROUND) -> dict[str, Side]:
+def compare(*, rounds: int = ROUNDS, runs: int = RUNS_PER_ROUND) -> tuple[dict[str, Side], dict[str, list[float]]]:
     """Ours and the peer's turns in `rounds` alternating blocks of `runs` (who goes first alternates too);
-    returns each variant's samples, all rounds pooled: `ours`, `peer API`, `peer engine`."""
+    returns each variant's samples, all rounds pooled (`ours`, `peer API`, `peer engine`), and each round's
+    ratio ours / peer for each of the peer's paths."""
     from benchmarks.bench_turn import _time_turns, three_tool_turns
 
     pooled = {name: Side([], []) for name in ("ours", "peer API", "peer engine")}
+    ratios: dict[str, list[float]] = {"peer API": [], "peer engine": []}
     peer = _Peer()
     try:
         with three_tool_turns("bench_peer_ours") as (user, calls, sent_from):
@@ -186,13 +189,15 @@ def compare(*, rounds: int = ROUNDS, runs: int = RUNS_PER_ROUND) -> dict[str, Si
                 for name, block in (("ours", ours), ("peer API", api), ("peer engine", engine)):
                     pooled[name].turns.extend(block.turns)
                     pooled[name].bare.extend(block.bare)
+                ratios["peer API"].append(ours.overhead / api.overhead)
+                ratios["peer engine"].append(ours.overhead / engine.overhead)
                 print(f"  round {number + 1}: ours {ours.overhead:6.1f} ms | peer API {api.overhead:6.1f} ms "
                       f"(ratio {ours.overhead / api.overhead:4.2f}) | peer engine {engine.overhead:6.1f} ms "
                       f"(ratio {ours.overhead / engine.overhead:4.2f})")
     finally:
         peer.close()
     print(f"peer: {PEER_PACKAGE}, {peer.versions}")
-    return pooled
+    return pooled, ratios
 
 
 def _enabled() -> bool:
@@ -206,14 +211,15 @@ def main() -> None:
               f"`python -m benchmarks peer`, or set {ENABLE_VARIABLE}=1 to include it in `make bench`.")
         return
     ensure_peer_venv()
-    sides = compare()
+    sides, ratios = compare()
     for name, side in sides.items():
         _describe(name, side)
     ours = sides["ours"].overhead
     for name in ("peer API", "peer engine"):
         ratio = ours / sides[name].overhead
         verdict = "met" if ratio <= GOAL_RATIO else "NOT met"
-        print(f"overhead ratio ours / {name}: {ratio:.2f} (goal ≤ {GOAL_RATIO}: {verdict})")
+        print(f"overhead ratio ours / {name}: {ratio:.2f}, rounds {min(ratios[name]):.2f}–{max(ratios[name]):.2f} "
+              f"(goal ≤ {GOAL_RATIO}: {verdict})")
     samples = peer_cold_start_samples()
     seconds = sorted(sample.seconds for sample in samples)
     print(f"peer cold start (exec → django.setup() done, {len(samples)} runs, for the cold-start benchmark): "
