@@ -169,6 +169,10 @@ def compare(*, rounds: int = ROUNDS, runs: int = RUNS_PER_ROUND) -> tuple[dict[s
     pooled = {name: Side([], []) for name in ("ours", "peer API", "peer engine")}
     ratios: dict[str, list[float]] = {"peer API": [], "peer engine": []}
     peer = _Peer()
+    # One event loop for all of our blocks, as a server keeps one: the channel layer's subscription then lasts
+    # from block to block. A new loop a block would start a new subscriber, whose reader polls every 100 ms
+    # until it is subscribed, and a block's first reply would wait on that poll.
+    loop = asyncio.new_event_loop()
     try:
         with three_tool_turns("bench_peer_ours") as (user, calls, sent_from):
             print(f"{rounds} rounds × {runs} turns a variant (+{WARMUP} warm-up turns in the first); each round's "
@@ -177,8 +181,8 @@ def compare(*, rounds: int = ROUNDS, runs: int = RUNS_PER_ROUND) -> tuple[dict[s
                 warmup = WARMUP if number == 0 else 0
 
                 def run_ours(warmup: int = warmup) -> Side:
-                    return Side(*asyncio.run(_time_turns(user, calls, sent_from, runs=runs, warmup=warmup,
-                                                         print_phases=False)))
+                    return Side(*loop.run_until_complete(_time_turns(user, calls, sent_from, runs=runs,
+                                                                     warmup=warmup, print_phases=False)))
 
                 if number % 2 == 0:
                     ours = run_ours()
@@ -196,6 +200,7 @@ def compare(*, rounds: int = ROUNDS, runs: int = RUNS_PER_ROUND) -> tuple[dict[s
                       f"(ratio {ours.overhead / engine.overhead:4.2f})")
     finally:
         peer.close()
+        loop.close()
     print(f"peer: {PEER_PACKAGE}, {peer.versions}")
     return pooled, ratios
 

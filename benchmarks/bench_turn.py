@@ -96,6 +96,7 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *,
             phases["first → last step"].append(ms(steps[-1].created_at, steps[0].created_at))
             phases["last step → run finished"].append(ms(run.finished_at, steps[-1].created_at))
             phases["finished → replied received"].append(ms(received, run.finished_at))
+    await layer.group_discard(user_group(user.pk), channel)
     # The sending thread keeps its connection between turns, as a server's would; the throwaway
     # database can only be dropped once it is closed.
     await database_sync_to_async(lambda: connection.close())()
