@@ -130,5 +130,6 @@ def write_together(*, guard: str, guard_params: Sequence[Any], condition: str = 
         instance.pk = key
         instance._state.adding, instance._state.db = False, connection.alias
         for name, place in links:  # the key the row was given in the statement, as save() would have set it
-            setattr(instance, instance._meta.get_field(name).attname, inserts[place].pk)
+            (field,) = _fields_of(type(instance), (name,))
+            setattr(instance, field.attname, inserts[place].pk)
     return Written(answer=answer, matched=matched)
