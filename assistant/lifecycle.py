@@ -28,8 +28,7 @@ from assistant.replay import member_replay, replay_settings
 from assistant.run_profile import run_intent, run_profile_record
 from assistant.signals import request_cancel
 from assistant.society.members import member
-from assistant.turn.fence import write_fenced
-from assistant.turn.lease import LeaseLost
+from assistant.turn.lease import LeaseLost, write_fenced
 
 # What a run the person stopped says, wherever it stopped.
 STOPPED_BY_YOU = "Stopped by you."

@@ -216,7 +216,7 @@ def _cancel(run: AgentRun) -> AgentRun:
 
 def _stop_one(run: AgentRun) -> AgentRun:
     if run.status == AgentRun.Status.RUNNING:
-        # Its worker stops at its next step: every step it writes reads this flag (assistant/turn/fence.py).
+        # Its worker stops at its next step: every step it writes reads this flag (assistant/turn/lease.py).
         run.cancel_requested = True
         run.save(update_fields=["cancel_requested"])
         transaction.on_commit(lambda: request_cancel(run.pk))

@@ -1,6 +1,6 @@
 """The run's record as one worker writes it: its steps, the pause for a confirmation, the reply, the end.
 
-Every write is fenced by the lease (`assistant.turn.fence`): it happens only while this worker's holder
+Every write is fenced by the lease (`assistant.turn.lease.write_fenced`): it happens only while this worker's holder
 is still the run's `lease_owner`, and raises `LeaseLost` without changing anything otherwise. Every
 write is then published to the run's owner, after it commits. Whatever reaches a column or jsonb is made
 storable first (`model_output`), so no value can make a write fail.
@@ -25,8 +25,7 @@ from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
-from assistant.turn.fence import Fenced, insert_fenced, update_fenced, write_fenced
-from assistant.turn.lease import LeaseLost
+from assistant.turn.lease import Fenced, LeaseLost, insert_fenced, update_fenced, write_fenced
 from assistant.turn.model_output import MAX_NAME_CHARS, clean_text, storable_json
 
 Status = AgentRun.Status
@@ -56,7 +55,7 @@ def _make_storable(step: AgentStep, names: tuple[str, ...] = (*_JSON_FIELDS, *_T
 class StepJournal:
     """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first).
 
-    Each write also reads the run's cancel flag (see `assistant.turn.fence`); once one finds it set,
+    Each write also reads the run's cancel flag (see `assistant.turn.lease.write_fenced`); once one finds it set,
     `cancelled` is set, for the turn to stop at its next boundary.
 
     A write the turn follows at once with another (a model's answer, then the first call it asks for; a
