@@ -1,9 +1,9 @@
 """The run's record as one worker writes it: its steps, the pause for a confirmation, the reply, the end.
 
-Every write is fenced by the lease (`assistant.turn.lease.write_fenced`): it happens only while this worker's holder
-is still the run's `lease_owner`, and raises `LeaseLost` without changing anything otherwise. Every
-write is then published to the run's owner, after it commits. Whatever reaches a column or jsonb is made
-storable first (`model_output`), so no value can make a write fail.
+Every write is fenced by the lease (`assistant.turn.lease.write_fenced`): it happens only while this
+worker's holder is still the run's `lease_owner`, and raises `LeaseLost` without changing anything
+otherwise. Every write is then published to the run's owner, after it commits. Whatever reaches a column
+or jsonb is made storable first (`model_output`), so no value can make a write fail.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def _make_storable(step: AgentStep, names: tuple[str, ...] = (*_JSON_FIELDS, *_T
 class StepJournal:
     """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first).
 
-    Each write also reads the run's cancel flag (see `assistant.turn.lease.write_fenced`); once one finds it set,
-    `cancelled` is set, for the turn to stop at its next boundary.
+    Each write also reads the run's cancel flag (see `assistant.turn.lease.write_fenced`); once one finds it
+    set, `cancelled` is set, for the turn to stop at its next boundary.
 
     A write the turn follows at once with another (a model's answer, then the first call it asks for; a
     tool's outcome, then the next tool's start) may be `staged`: it goes, with its event, in the statement
@@ -85,10 +85,10 @@ class StepJournal:
     def _publish_step(self, step: AgentStep) -> None:
         publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
 
-    def _write(self, step: AgentStep, fields: tuple[str, ...] | None) -> None:
-        """Insert `step` (`fields` None) or save those fields of it, with whatever is staged, in one fenced
-        statement; then each of them is announced, in order, once it commits."""
-        writes, self._staged = [*self._staged, (step, fields)], []
+    def _write(self, *writes: tuple[AgentStep, tuple[str, ...] | None]) -> None:
+        """What is staged, then `writes` (a step to insert, with None, or to save those fields of), in one
+        fenced statement; then each of them is announced, in order, once it commits."""
+        writes, self._staged = (*self._staged, *writes), []
         self._written(write_fenced(
             inserts=[written for written, names in writes if names is None],
             updates=[(written, names) for written, names in writes if names is not None],
@@ -100,8 +100,7 @@ class StepJournal:
     def flush(self) -> None:
         """Write what is staged, now."""
         if self._staged:
-            step, fields = self._staged.pop()
-            self._write(step, fields)
+            self._write()
 
     def _end(self, *, status: str, reply: str = "", stop_reason: str = "", error: str = "",
              reply_message: AgentMessage | None = None) -> AgentRun:
@@ -141,7 +140,7 @@ class StepJournal:
             self._staged.append((step, None))
             self.steps.append(step)
             return step
-        self._write(step, None)
+        self._write((step, None))
         self.steps.append(step)
         if self.plan is not None and self._follows_plan(step) and step_started(self.plan.steps, step) is not None:
             self._save_plan()
@@ -152,7 +151,7 @@ class StepJournal:
         if stage:
             self._staged.append((step, fields))
         else:
-            self._write(step, fields)
+            self._write((step, fields))
 
     def notice(self, text: str) -> AgentStep:
         return self.add(kind=Kind.NOTICE, reason=text, took_effect=False)
