@@ -25,9 +25,9 @@ from typing import Any
 from django.db import connection, models
 from django.db.backends.utils import CursorWrapper
 
-try:
+try:  # Django's PostgreSQL backend runs on psycopg 3 whenever it is installed
     import psycopg
-except ImportError:  # psycopg2, or another database's driver: Django's own cursor
+except ImportError:  # psycopg2: Django's own cursor
     psycopg = None  # type: ignore[assignment]
 
 #: The guard of a write that nothing stops (its rows are checked before, under the caller's locks).
@@ -97,10 +97,9 @@ def _cursor() -> CursorWrapper:
     if psycopg is None or connection.queries_logged or \
             connection.settings_dict["OPTIONS"].get("server_side_binding") is True:
         return connection.cursor()
+    # What Django's own `connection.cursor()` does around the cursor it makes.
     connection.close_if_health_check_failed()
     connection.ensure_connection()
-    if not isinstance(connection.connection, psycopg.Connection):  # psycopg2 beside psycopg 3
-        return connection.cursor()
     connection.validate_thread_sharing()
     with connection.wrap_database_errors:
         raw = _ParametersApart(connection.connection)

@@ -48,7 +48,7 @@ def test_rows_written_together_are_stored_as_save_stores_them(alice: Any) -> Non
     together = _rows(alice)
     written = write_together(guard=WRITE_ALWAYS, guard_params=(), inserts=together[:3])
     assert written.answer is True
-    together[3].run = together[1]
+    together[3].run = together[1]  # the key the run was just given, as save() would take it
     write_together(guard=WRITE_ALWAYS, guard_params=(), inserts=[together[3]])
 
     saved = _rows(alice)
