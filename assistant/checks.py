@@ -84,7 +84,7 @@ def check_pgvector_available(app_configs: Any, databases: Any = None, **kwargs: 
 # Copy-paste fixes, shown in the hints: what a project that has none of Channels/Celery yet adds.
 _LAYER_SETTING = (
     'CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", '
-    '"CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"]}}}'
+    '"CONFIG": {"hosts": ["redis://127.0.0.1:6379/0"], "prefix": "yourproject"}}}'
 )
 _CELERY_SETUP = (
     'set CELERY_BROKER_URL = "redis://127.0.0.1:6379/0" in settings, and give the project the standard '
@@ -130,6 +130,18 @@ def check_channel_layer(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                 "channels_redis.",
                 hint=f"If events from the worker do not arrive, use {_LAYER_SETTING}",
                 id="assistant.W020",
+            )
+        ]
+    config = layer.get("CONFIG")
+    if not isinstance(config, dict) or not str(config.get("prefix") or "").strip():
+        return [
+            Warning(
+                "The channel layer has no prefix of its own: Redis Pub/Sub ignores the database number, so every "
+                "other site on the same Redis server hears this site's events (a person's steps and replies reach "
+                "the sockets of the person with the same id there).",
+                hint='Give it a prefix no other site on that server uses: "CONFIG": {"hosts": [...], '
+                     '"prefix": "yourproject"}.',
+                id="assistant.W025",
             )
         ]
     return []

@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -215,13 +216,26 @@ CHANNEL_LAYER_BACKEND = os.environ.get("CHANNEL_LAYER_BACKEND", "channels_redis.
 # A pooled connection that Redis dropped (it restarted) fails the next command sent on it; retrying once
 # on a fresh connection keeps that command (an event on its way to a person) from being lost.
 _CHANNEL_LAYER_HOSTS = [{"address": REDIS_URL, "retry_on_error": [RedisConnectionError]}]
+
+
+def _redis_database_number(url: str) -> int:
+    path = urlsplit(url).path.strip("/")
+    return int(path) if path.isdigit() else 0
+
+
+# Redis Pub/Sub ignores the database number: without a prefix of its own, every site on one Redis server
+# hears every other's groups (person 5's events reach person 5's sockets on the other site). Each site on a
+# shared server already needs a database of its own (its Celery queues), so the default prefix carries that
+# number, and Pub/Sub then keeps to the site as every other key does; CHANNEL_LAYER_PREFIX names it outright.
+CHANNEL_LAYER_PREFIX = (os.environ.get("CHANNEL_LAYER_PREFIX", "").strip()
+                        or f"assistant-site.db{_redis_database_number(REDIS_URL)}")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": CHANNEL_LAYER_BACKEND,
-        "CONFIG": {"hosts": _CHANNEL_LAYER_HOSTS}
+        "CONFIG": {"hosts": _CHANNEL_LAYER_HOSTS, "prefix": CHANNEL_LAYER_PREFIX}
         if CHANNEL_LAYER_BACKEND.endswith("PubSubChannelLayer")
-        else {"hosts": _CHANNEL_LAYER_HOSTS, "capacity": int(os.environ.get("CHANNEL_LAYER_CAPACITY", "1000")),
-              "expiry": 60},
+        else {"hosts": _CHANNEL_LAYER_HOSTS, "prefix": CHANNEL_LAYER_PREFIX,
+              "capacity": int(os.environ.get("CHANNEL_LAYER_CAPACITY", "1000")), "expiry": 60},
     }
 }
 

@@ -194,7 +194,8 @@ def host_settings(database: HostDatabase, redis_url: str) -> str:
     of the README's Settings step (the socket folder decoded, as Django's HOST wants it)."""
     params = {"ENGINE": "django.db.backends.postgresql", "HOST": str(database.socket_dir), "NAME": database.name,
               "USER": "postgres", "PASSWORD": ""}
-    layer = {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {"hosts": [redis_url]}}
+    layer = {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+             "CONFIG": {"hosts": [redis_url], "prefix": database.name}}
     return (f"DATABASES = {{\"default\": {json.dumps(params)}}}\n"
             f"CHANNEL_LAYERS = {{\"default\": {json.dumps(layer)}}}\n"
             f"CELERY_BROKER_URL = {json.dumps(redis_url)}\n")

@@ -84,6 +84,17 @@ def test_a_channel_layer_that_is_not_redis_is_a_warning() -> None:
         assert "some_package.layers.PostgresChannelLayer" in message.msg
 
 
+def test_a_redis_layer_without_a_prefix_of_its_own_is_a_warning() -> None:
+    # Redis Pub/Sub ignores the database number: another site on the server would hear this one's events.
+    for config in ({"hosts": ["redis://127.0.0.1:6379/4"]}, {"hosts": ["redis://127.0.0.1:6379/4"], "prefix": " "}):
+        with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": config}}):
+            message = by_id("assistant.W025")
+            assert "prefix" in message.hint
+    named = {"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": ["redis://127.0.0.1:6379/4"], "prefix": "shop"}}}
+    with override_settings(CHANNEL_LAYERS=named):
+        assert "assistant.W025" not in {message.id for message in run_checks()}
+
+
 def test_the_redis_url_comes_from_the_channel_layer_then_the_broker_then_one_assistant_key() -> None:
     layer = {"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": ["redis://layer.example:6379/3"]}}}
     other = {"default": {"BACKEND": "some_package.layers.OtherLayer"}}
