@@ -27,6 +27,7 @@ from registry.models import WINDOW_SIZE, AgentProfile
 from registry.selectors import profile_get, profile_stats, profile_summary, profiles_list
 from registry.services import profile_record_invocation
 from registry.stats import compute_stats, format_summary
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -279,6 +280,13 @@ def test_fifty_runs_ending_at_once_count_exactly(alice: Any) -> None:
     assert stamps == sorted(stamps)
 
 
+def blocked_by_this_session() -> bool:
+    """Another session waits for a lock this session holds."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")
+        return bool(cursor.fetchone()[0])
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_window_is_in_time_order_when_a_recording_waits_for_the_lock(alice: Any) -> None:
     """An entry's time is when it got the profile, not when it started waiting for it."""
@@ -297,7 +305,8 @@ def test_the_window_is_in_time_order_when_a_recording_waits_for_the_lock(alice: 
         waiter = threading.Thread(target=record_late)
         waiter.start()
         started.wait(5)
-        waiter.join(0.3)  # it waits for the lock
+        # It waits for the lock: its session is the one this transaction blocks.
+        wait_for(blocked_by_this_session, what="the later recording to wait for the profile's lock")
         assert waiter.is_alive()
         profile_record_invocation(owner=alice, spec_name="default", entry={"status": "success", "run_id": 1})
     waiter.join(10)
