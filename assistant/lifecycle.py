@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Model
 from django.dispatch import Signal
 from django.utils import timezone
@@ -116,6 +116,22 @@ def run_ancestor_ids(run: AgentRun) -> list[int]:
     return [above.pk for above in _ancestors(run)]
 
 
+def run_path_stop_requested(run: AgentRun) -> bool:
+    """Has any run from the top of `run`'s tree down to `run` itself been asked to stop (or ended)? Read with
+    their rows locked (shared), top first, for the rest of the caller's transaction: the order a Stop locks a
+    tree in (the top run, then level by level below it), so neither waits on the other in a circle. Called
+    first in the transaction that starts a member: a Stop that committed first is seen here, and one that comes
+    later waits for the start to commit, and then finds the new member among the runs it stops."""
+    path = [*reversed(run_ancestor_ids(run)), run.pk]
+    table = AgentRun._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT "cancel_requested" OR "finished_at" IS NOT NULL FROM "{table}" '  # noqa: S608 (the model's table)
+            'WHERE "id" = ANY(%s) ORDER BY "depth" FOR SHARE', [path],
+        )
+        return any(stopped for (stopped,) in cursor.fetchall())
+
+
 def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
                     asked_in: AgentStep | None = None) -> AgentRun:
     """A queued child of `parent` under the member `spec`, asked to do `task`: the same person, chat and
@@ -210,9 +226,7 @@ def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) 
             continue
         asked = step.result or {}
         if step.state == AgentStep.State.STARTED and asked.get("child_run_id"):
-            outcome = {**asked, "status": AgentStep.MEMBER_STOPPED, "took_effect": None,
-                       "reason": f"The run ended ({stop_reason or 'stopped'}) before the member "
-                                 f"“{asked.get('member', '')}” answered; its own run shows what it did."}
+            outcome = _member_evidence(asked, stop_reason)
         elif step.state == AgentStep.State.AWAITING_CONFIRMATION:
             outcome = not_run_outcome(
                 stop_reason=stop_reason, approved=step.confirmation == AgentStep.Confirmation.APPROVED
@@ -224,6 +238,25 @@ def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) 
         )
         closed.append(step)
     return closed
+
+
+def _member_evidence(asked: dict[str, Any], stop_reason: str) -> dict[str, Any]:
+    """What the member a delegation step asked did, for the step of a run that ends before hearing back: its
+    own outcome when it answered (it may have answered, and acted, just before its asker was stopped); else it
+    was stopped with its asker, and the step says what it had done by then — what took effect did."""
+    from assistant.society.handoff import member_outcome, subtree_effects
+
+    child = AgentRun.objects.filter(pk=asked["child_run_id"]).first()
+    if child is not None and child.status == AgentRun.Status.SUCCEEDED:
+        return member_outcome(child)
+    effects = subtree_effects(child) if child is not None else []
+    done = [step.tool_name for step in effects if step.took_effect]
+    unknown = child is None or child.is_active or any(step.took_effect is None for step in effects)
+    reason = (f"The run ended ({stop_reason or 'stopped'}) before the member “{asked.get('member', '')}” "
+              "answered; " + (f"by then it had done: {', '.join(done)}." if done else
+                              "its own run shows what it did." if unknown else "it had done nothing."))
+    return {**asked, "status": AgentStep.MEMBER_STOPPED, "took_effect": True if done else None if unknown else False,
+            "reason": reason}
 
 
 def run_finish(

@@ -72,20 +72,20 @@ def test_two_sites_on_one_valkey_hear_only_their_own_people(alice: Any, django_d
     this_prefix = _prefix_of_site({})
     other_url = _other_site_redis_url()
     with daphne_on_test_database(django_db_blocker) as this_port, \
-            daphne_on_test_database(django_db_blocker, env={"REDIS_URL": other_url}) as other_port:
+            daphne_on_test_database(django_db_blocker, env={"REDIS_URL": other_url}) as other_port, \
+            _open(this_port, alice) as here, _open(other_port, alice) as there:
         # The same person (the same id) has a socket on each site.
-        with _open(this_port, alice) as here, _open(other_port, alice) as there:
-            for connection in (here, there):  # a socket joins its person's group before it is accepted
-                connection.send(json.dumps({"type": "assistant.ping", "id": "joined"}))
-                assert json.loads(connection.recv(timeout=20))["type"] == "assistant.pong"
-            other_prefix = _prefix_of_site({"REDIS_URL": other_url})
-            this_site = _layer_of_site(settings.REDIS_URL, this_prefix)
-            other_site = _layer_of_site(other_url, other_prefix)
-            group = user_group(alice.pk)
+        for connection in (here, there):  # a socket joins its person's group before it is accepted
+            connection.send(json.dumps({"type": "assistant.ping", "id": "joined"}))
+            assert json.loads(connection.recv(timeout=20))["type"] == "assistant.pong"
+        other_prefix = _prefix_of_site({"REDIS_URL": other_url})
+        this_site = _layer_of_site(settings.REDIS_URL, this_prefix)
+        other_site = _layer_of_site(other_url, other_prefix)
+        group = user_group(alice.pk)
 
-            async_to_sync(this_site.group_send)(group, _notice("this site's"))
-            assert _wait_for_reason(here, "this site's") == ["this site's"]
-            # The positive sign that whatever this site published earlier has reached the other site's socket
-            # if it ever would: the other site's own event, published later on the same server.
-            async_to_sync(other_site.group_send)(group, _notice("the other site's"))
-            assert _wait_for_reason(there, "the other site's") == ["the other site's"]
+        async_to_sync(this_site.group_send)(group, _notice("this site's"))
+        assert _wait_for_reason(here, "this site's") == ["this site's"]
+        # The positive sign that whatever this site published earlier has reached the other site's socket
+        # if it ever would: the other site's own event, published later on the same server.
+        async_to_sync(other_site.group_send)(group, _notice("the other site's"))
+        assert _wait_for_reason(there, "the other site's") == ["the other site's"]

@@ -24,7 +24,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from assistant.lifecycle import DelegationRefused, run_child_start
+from assistant.lifecycle import DelegationRefused, run_child_start, run_path_stop_requested
 from assistant.llm import ToolCall
 from assistant.models import AgentRun, AgentStep
 from assistant.society.budget import Usage, subtree_run_ids
@@ -89,6 +89,12 @@ def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -
     run = journal.run
     started: list[int] = []
     with transaction.atomic():
+        # First, before this transaction locks anything else: a Stop sent for any run above (or of) this one
+        # means nothing of it begins, not even the asking steps; one sent while this commits finds the new
+        # members and stops them (see run_path_stop_requested).
+        if run_path_stop_requested(run):
+            journal.cancelled.set()
+            return []
         for index, delegation in enumerate(delegations):
             call, tool = delegation.call, delegation.tool
             step = journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name, call_id=call.id,
@@ -144,7 +150,7 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
     failed (denied, not found, invalid, …) — the asking model then decides what to do. Either way it says
     whether anything took effect, what failed, and what the member (with those it asked) used."""
     subtree = _subtree_steps(child)
-    effects = [step for step in subtree if step.kind == Kind.TOOL_CALL]
+    effects = _tool_steps(subtree)
     took_effect: bool | None = True if any(s.took_effect for s in effects) else (
         None if any(s.took_effect is None for s in effects) else False)
     failed = [step for step in effects if step.failed]
@@ -173,6 +179,15 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
     if problems:
         outcome["problems"] = problems
     return outcome
+
+
+def _tool_steps(steps: Sequence[AgentStep]) -> list[AgentStep]:
+    return [step for step in steps if step.kind == Kind.TOOL_CALL]
+
+
+def subtree_effects(child: AgentRun) -> list[AgentStep]:
+    """The tool steps of `child` and of every run below it so far, oldest first."""
+    return _tool_steps(_subtree_steps(child))
 
 
 def _subtree_steps(child: AgentRun) -> list[AgentStep]:

@@ -73,6 +73,15 @@ def new_holder() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def _above_stopped(table: str, alias: str) -> str:
+    """SQL, true when the run that asked run `alias` (its parent) was asked to stop or has ended: a member
+    works only for a request that goes on. A Stop flags every run of the tree it finds; a member started
+    while it was being sent has a flagged (or ended) parent, so reading the parent, beside the run's own
+    flag, is enough at every depth (see assistant/society/handoff.py for how a member's start is fenced)."""
+    return (f'EXISTS (SELECT 1 FROM "{table}" "above" WHERE "above"."id" = "{alias}"."parent_id" '  # noqa: S608
+            'AND ("above"."cancel_requested" OR "above"."finished_at" IS NOT NULL))')
+
+
 @cache
 def _claim_sql() -> str:
     # The conditional UPDATE and the read of the claimed row in one statement (RETURNING): the ORM's
@@ -82,12 +91,13 @@ def _claim_sql() -> str:
     columns = ", ".join(f'"{field.column}"' for field in meta.concrete_fields)
     # Identifiers come from the model's own metadata; every value is a parameter.
     table = meta.db_table
+    above_stopped = _above_stopped(table, table)
     return (
         f'UPDATE "{table}" SET "status" = %s, "lease_owner" = %s, "lease_expires_at" = %s, '  # noqa: S608
         '"attempts" = "attempts" + 1, "started_at" = COALESCE("started_at", %s), '
         '"clock_started_at" = COALESCE("clock_started_at", %s) '
         'WHERE "id" = %s AND "status" IN (%s, %s) AND ("lease_expires_at" IS NULL OR "lease_expires_at" < %s) '
-        f"RETURNING {columns}"
+        f'RETURNING {columns}, {above_stopped} AS "above_stopped"'
     )
 
 
@@ -95,7 +105,9 @@ def lease_claim(run_id: int, holder: str, *, lease_seconds: float | None = None)
     """Take the run if it is queued, or running under an expired lease. Returns it, or None if not ours.
 
     `holder` is the fencing token: every later write of the turn only happens while the run's
-    `lease_owner` is still this string, and a later claim replaces it."""
+    `lease_owner` is still this string, and a later claim replaces it. The run returned says, as
+    `above_stopped`, whether the run that asked it was asked to stop (or ended) by then: it then begins
+    nothing."""
     now = timezone.now()
     if lease_seconds is None:
         lease_seconds = configured_lease_seconds()
@@ -186,11 +198,13 @@ class Heartbeat:
 
 @cache
 def _renew_sql() -> str:
-    # One statement renews and reads the cancel flag (the ORM's update() returns only a count).
+    # One statement renews and reads the cancel flag (the ORM's update() returns only a count), the flag of
+    # the run that asked this one included: a member streaming its model's answer hears of a Stop here too.
     table = AgentRun._meta.db_table
+    above_stopped = _above_stopped(table, table)
     return (
         f'UPDATE "{table}" SET "lease_expires_at" = %s '  # noqa: S608 (identifiers from the model's metadata)
-        'WHERE "id" = %s AND "lease_owner" = %s RETURNING "cancel_requested"'
+        f'WHERE "id" = %s AND "lease_owner" = %s RETURNING "cancel_requested" OR {above_stopped}'
     )
 
 
@@ -199,11 +213,12 @@ def _renew_sql() -> str:
 
 @cache
 def _held() -> str:
-    """The guard of every fenced write: the run's row while `holder` holds it, locked, with its cancel flag."""
+    """The guard of every fenced write: the run's row while `holder` holds it, locked, with its cancel flag
+    (true too when the run that asked it was asked to stop, or ended)."""
     table = AgentRun._meta.db_table
     return (
-        f'SELECT "cancel_requested" AS "answer" FROM "{table}" '  # noqa: S608 (identifiers from the model)
-        'WHERE "id" = %s AND "lease_owner" = %s FOR SHARE'
+        f'SELECT "run"."cancel_requested" OR {_above_stopped(table, "run")} AS "answer" '  # noqa: S608
+        f'FROM "{table}" "run" WHERE "run"."id" = %s AND "run"."lease_owner" = %s FOR SHARE OF "run"'
     )
 
 

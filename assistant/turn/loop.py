@@ -203,7 +203,7 @@ class Turn:
         # The claim read the row's cancel flag, and the faster Redis flag is only ever set after that one:
         # the first Redis lookup can wait its turn, and a flag already set stops the run at its first boundary.
         self._next_cancel_check = time.monotonic() + CANCEL_CHECK_SECONDS
-        if run.cancel_requested:
+        if run.cancel_requested or getattr(run, "above_stopped", False):
             heartbeat.cancelled.set()
         # The session the message came with: the run acts with it, and only while it lasts.
         self.authority = RunAuthority(run)
