@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from types import FrameType
 
+from devstack import sharing
 from devstack.commands import daphne_command, worker_command
 from devstack.services import (
     PROJECT_DIR,
@@ -87,17 +88,19 @@ def _child_environment(redis_db: int | None) -> tuple[dict[str, str], Started]:
 
 
 def cmd_exec(args: argparse.Namespace) -> int:
-    """Run a command with the services up; stop afterwards only what this command started."""
+    """Run a command with the services up; afterwards, stop what this command (or another one still using them
+    when it started) started, unless another command uses them still."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         _say("usage: python -m devstack exec [--redis-db N] -- COMMAND ...")
         return 2
-    environ, started = _child_environment(args.redis_db)
+    paths = default_paths()
+    # With other commands on the same servers, the last of them to end stops them (devstack/sharing.py).
+    environ = sharing.join(paths, lambda: _child_environment(args.redis_db))
     try:
         return subprocess.call(command, env=environ)
     finally:
-        if not args.keep:
-            stop_services(default_paths(), started)
+        sharing.leave(paths, lambda started: None if args.keep else stop_services(paths, started))
 
 
 def _wait_until_ready(base: str, supervisor: Supervisor, timeout: float) -> None:

@@ -3,6 +3,7 @@ missing extra, and makes a host project a database of its own with the settings 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -22,6 +23,7 @@ from devstack.services import (
     Paths,
     ServiceError,
     ensure_services,
+    port_is_free,
     read_env_file,
     start_postgres,
     start_valkey,
@@ -29,7 +31,7 @@ from devstack.services import (
     stop_services,
     with_redis_db,
 )
-from tests.conftest import PROJECT_DIR
+from tests.conftest import PROJECT_DIR, wait_for
 
 
 def free_port() -> int:
@@ -198,3 +200,39 @@ def test_up_with_a_database_url_of_its_own_says_where_to_make_the_database(
     assert main(["up", "--database", "mysite"]) == 2
     assert "create it on that server, or unset DATABASE_URL" in capsys.readouterr().out
     assert status(paths)["postgresql"] is None
+
+
+def test_two_commands_on_the_servers_the_first_ending_leaves_them_to_the_second(paths: Paths, tmp_path: Path) -> None:
+    """`make test` beside another `make test` (or `make bench`): the command that started the servers ends first,
+    and the other one, still running, keeps them; the last to end stops them."""
+    env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "REDIS_URL"}}
+    env["ASSISTANT_DATA_DIR"] = str(paths.data)
+    first_may_end, second_may_end = tmp_path / "first-may-end", tmp_path / "second-may-end"
+    wait_then_ping = (
+        "import os, pathlib, sys, time, redis\n"
+        "while not pathlib.Path(sys.argv[1]).exists(): time.sleep(0.05)\n"
+        "redis.Redis.from_url(os.environ['REDIS_URL']).ping()\n"
+    )
+
+    def exec_(until: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "devstack", "exec", "--", sys.executable, "-c", wait_then_ping,
+                                 str(until)], cwd=PROJECT_DIR, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    first = exec_(first_may_end)
+    wait_for(lambda: read_env_file(paths).get("REDIS_URL"), timeout=120, what="the first command's servers")
+    second = exec_(second_may_end)
+    wait_for(lambda: len(json.loads((paths.data / "exec-users.json").read_text())["pids"]) == 2, timeout=60,
+             what="the second command to join")
+    first_may_end.touch()
+    assert first.wait(60) == 0, first.stdout.read() if first.stdout else ""
+    # The first command started them, and ended: the second still has them (its command pings Valkey now).
+    second_may_end.touch()
+    assert second.wait(60) == 0, second.stdout.read() if second.stdout else ""
+    # The last one out stopped them.
+    assert not servers_answer(paths)
+
+
+def servers_answer(paths: Paths) -> bool:
+    """Whether a server still answers on this data folder (the Valkey port, the PostgreSQL socket)."""
+    return (paths.pg / ".s.PGSQL.5432").exists() or not port_is_free("127.0.0.1", int(os.environ["VALKEY_PORT"]))
