@@ -269,7 +269,14 @@ def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """The assistant's own keys (breaker, cancel flags, the sweeper's heartbeat) live in Redis; which one is
     found from the project's settings (`assistant.conf.assistant_redis_url`)."""
     from assistant.conf import assistant_redis_url
-    from assistant.health import redis_status, sweeper_heartbeat, sweeper_heartbeat_seconds
+    from assistant.health import (
+        DeclaredTools,
+        redis_status,
+        stale_workers,
+        stale_workers_said,
+        sweeper_heartbeat,
+        sweeper_heartbeat_seconds,
+    )
 
     try:
         url = assistant_redis_url()
@@ -294,10 +301,12 @@ def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         ]
     try:
         swept_by = sweeper_heartbeat()
+        stale = stale_workers(DeclaredTools.here())
     except RedisError:  # it answered a moment ago; the next check will tell
         return []
+    messages: list[CheckMessage] = []
     if swept_by is None:
-        return [
+        messages.append(
             Warning(
                 f"No Celery worker has run the assistant's run sweeper in the last "
                 f"{sweeper_heartbeat_seconds():.0f} s: "
@@ -306,8 +315,18 @@ def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                 "sweeper). Ignore this while no worker is meant to run, e.g. before the first deployment.",
                 id=_SWEEPER_WARNING_ID,
             )
-        ]
-    return []
+        )
+    if stale:
+        messages.append(
+            Warning(
+                f"{stale_workers_said(stale)}. It runs older code: the assistant offers people the "
+                "tools it loaded when it started.",
+                hint="Restart the worker (`celery -A yourproject worker`): a worker loads the project's tools once, "
+                "when it starts; so do the web processes.",
+                id="assistant.W026",
+            )
+        )
+    return messages
 
 
 def _without_password(url: str) -> str:

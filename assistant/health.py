@@ -10,17 +10,23 @@ caller at a time asks: however often the page is hit, the workers are pinged at 
 from __future__ import annotations
 
 import hmac
+import json
+import logging
 import os
 import socket
 import time
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
 from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest
+from redis.exceptions import RedisError
 
 from assistant.conf import assistant_redis_url, assistant_settings
+
+logger = logging.getLogger(__name__)
 
 _WORKER_CHECK_KEY = "assistant:health:worker"
 # Stamped by every worker's run sweeper on each sweep (assistant/tasks.py), read by `manage.py check`.
@@ -127,16 +133,171 @@ def sweeper_heartbeat() -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
+# The tools each of the site's processes declared when it started (a worker loads the project's code once, so
+# one started before a tool was added, changed or removed offers the old set until it restarts): every live
+# worker's, kept fresh by its sweeps and dropped when it stops, and the latest web process's, written as it
+# starts (assistant/asgi.py). Read by `manage.py check` (assistant.W026), /healthz and each worker's sweep.
+WORKER_TOOLS_KEY = "assistant:health:tools:workers"
+WEB_TOOLS_KEY = "assistant:health:tools:web"
+
+
+@dataclass(frozen=True)
+class DeclaredTools:
+    """The tools one process's code declares: their fingerprint and names, which process, since when."""
+
+    fingerprint: str
+    names: tuple[str, ...]
+    process: str
+    started: float
+
+    @classmethod
+    def here(cls) -> DeclaredTools:
+        """This process's tools, as its registry holds them now."""
+        from assistant.tools.registry import registry
+
+        return cls(registry.fingerprint(), tuple(definition.name for definition in registry.all()),
+                   f"{socket.gethostname()}:{os.getpid()}", time.time())
+
+    @classmethod
+    def loads(cls, text: bytes | str) -> DeclaredTools:
+        found = json.loads(text)
+        return cls(str(found["fingerprint"]), tuple(found["names"]), str(found["process"]), float(found["started"]))
+
+    def dumps(self, **more: Any) -> str:
+        return json.dumps({**asdict(self), **more})
+
+    def missing_from(self, other: DeclaredTools) -> str:
+        """What this process declares that `other` does not offer, and the reverse, in words."""
+        added = sorted(set(self.names) - set(other.names))
+        removed = sorted(set(other.names) - set(self.names))
+        parts = [f"declares {', '.join(added)}, which it does not offer"] if added else []
+        parts += [f"no longer declares {', '.join(removed)}, which it still offers"] if removed else []
+        return "; ".join(parts) or "declares the same tools with other descriptions, fields or approvals"
+
+
+def record_worker_tools(declared: DeclaredTools) -> None:
+    """Says, for a heartbeat's time, which tools this worker offers; drops the entries of workers that went
+    without a word (killed), so the hash holds the live ones only."""
+    from assistant.redis_connection import redis_client
+
+    now = time.time()
+    seconds = sweeper_heartbeat_seconds()
+    client = redis_client()
+    entries = client.hgetall(WORKER_TOOLS_KEY)
+    gone = [field for field, text in entries.items() if field != declared.process.encode()
+            and json.loads(text).get("until", 0) < now]
+    pipeline = client.pipeline()
+    pipeline.hset(WORKER_TOOLS_KEY, declared.process, declared.dumps(until=now + seconds))
+    if gone:
+        pipeline.hdel(WORKER_TOOLS_KEY, *gone)
+    pipeline.pexpire(WORKER_TOOLS_KEY, int(seconds * 1000))
+    pipeline.execute()
+
+
+def forget_worker_tools(declared: DeclaredTools) -> None:
+    """A worker that stops offers nothing any more."""
+    from assistant.redis_connection import redis_client
+
+    redis_client().hdel(WORKER_TOOLS_KEY, declared.process)
+
+
+def workers_tools() -> list[DeclaredTools]:
+    """What each live worker offers, by worker."""
+    from assistant.redis_connection import redis_client
+
+    now = time.time()
+    entries = redis_client().hgetall(WORKER_TOOLS_KEY)
+    live = [text for text in entries.values() if json.loads(text).get("until", 0) >= now]
+    return sorted((DeclaredTools.loads(text) for text in live), key=lambda declared: declared.process)
+
+
+def record_web_tools() -> None:
+    """Says which tools this web process's code declares, for the workers to compare with theirs: the latest
+    web process to start has the newest code. Redis out of reach costs the comparison only."""
+    from django.apps import apps
+
+    from assistant.redis_connection import redis_client
+
+    if not apps.ready:  # the registry fills in the apps' ready(); before, it would say no tools at all
+        return
+    try:
+        redis_client().set(WEB_TOOLS_KEY, DeclaredTools.here().dumps())
+    except Exception:  # the site runs without it; a worker just cannot say it runs older code
+        logger.warning("Could not record this process's assistant tools in Redis", exc_info=True)
+
+
+def web_tools() -> DeclaredTools | None:
+    """What the latest web process to start declares, if one said so."""
+    from assistant.redis_connection import redis_client
+
+    text = redis_client().get(WEB_TOOLS_KEY)
+    return DeclaredTools.loads(text) if text is not None else None
+
+
+def stale_workers(ours: DeclaredTools) -> dict[str, str]:
+    """The live workers that offer other tools than `ours` declares, each with what differs."""
+    return {theirs.process: ours.missing_from(theirs) for theirs in workers_tools()
+            if theirs.fingerprint != ours.fingerprint}
+
+
+def stale_workers_said(stale: dict[str, str]) -> str:
+    return "; ".join(f"The Celery worker {process} started with other tools than this code: this code {what}"
+                     for process, what in stale.items())
+
+
+class WorkerTools:
+    """What a worker's code declared when it started, said to the site's other processes on every sweep; and
+    said in its log, once for each newer set a web process declares, that it runs older code."""
+
+    def __init__(self, app_name: str) -> None:
+        self.declared = DeclaredTools.here()
+        self.app_name = app_name
+        self._told: set[str] = set()
+
+    def sweep(self) -> None:
+        record_worker_tools(self.declared)
+        web = web_tools()
+        if web is None or web.fingerprint == self.declared.fingerprint or web.fingerprint in self._told:
+            return
+        if web.started <= self.declared.started:  # that web process runs the older code, not this worker
+            return
+        self._told.add(web.fingerprint)
+        logger.warning(
+            "This worker runs older code than the site: the web process %s, started after it, %s. Restart this "
+            "worker (`celery -A %s worker`): a worker loads the project's tools once, when it starts.",
+            web.process, web.missing_from(self.declared), self.app_name,
+        )
+
+    def stop(self) -> None:
+        forget_worker_tools(self.declared)
+
+
 def forget_worker_check() -> None:
     """Drop the shared worker check, so the next caller asks the workers again."""
     cache.delete_many([_WORKER_CHECK_KEY, _WORKER_CHECK_LOCK_KEY])
+
+
+def tools_status() -> dict[str, Any]:
+    """Whether every live worker offers the tools this process's code declares."""
+    try:
+        stale = stale_workers(DeclaredTools.here())
+    except RedisError as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    if stale:
+        return {"ok": False, "error": f"{stale_workers_said(stale)}. Restart those workers.", "workers": sorted(stale)}
+    return {"ok": True}
 
 
 def overall_status() -> dict[str, Any]:
     parts = {"database": database_status(), "redis": redis_status()}
     # Asking workers goes through Redis; skip it when Redis is down rather than wait for a timeout.
     parts["worker"] = worker_status() if parts["redis"]["ok"] else {"ok": False, "error": "redis unreachable"}
-    return {"ok": all(part["ok"] for part in parts.values()), **parts}
+    ok = all(part["ok"] for part in parts.values())
+    # A worker on older tools still answers the site's people (with the old tools), so it is shown but does
+    # not fail the status: a load balancer would otherwise take every web process out for one stale worker.
+    if parts["redis"]["ok"]:
+        parts["tools"] = tools_status()
+    return {"ok": ok, **parts}
 
 
 def may_see_details(request: HttpRequest) -> bool:

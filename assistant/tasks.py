@@ -71,10 +71,16 @@ class RunSweeper(bootsteps.StartStopStep):
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         self.timer_ref: Any = None
+        self.tools: Any = None
 
     def start(self, worker: Any) -> None:
         from assistant.conf import assistant_settings
+        from assistant.health import WorkerTools
 
+        # The tools this worker's code declares now, which it offers until it stops: said at once, so that
+        # `manage.py check` and /healthz can compare them before the first sweep.
+        self.tools = WorkerTools(worker.app.main or "yourproject")
+        self.say_tools()
         interval = float(assistant_settings.SWEEP_INTERVAL_SECONDS)
         self.timer_ref = worker.timer.call_repeatedly(interval, self.sweep, priority=10)
 
@@ -82,6 +88,17 @@ class RunSweeper(bootsteps.StartStopStep):
         if self.timer_ref is not None:
             self.timer_ref.cancel()
             self.timer_ref = None
+        if self.tools is not None:
+            try:
+                self.tools.stop()
+            except Exception:  # its entry then lapses with the heartbeat
+                logger.warning("Could not withdraw this worker's tools from Redis", exc_info=True)
+
+    def say_tools(self) -> None:
+        try:
+            self.tools.sweep()
+        except Exception:  # Redis is out of reach: the next sweep says it
+            logger.warning("Could not record this worker's tools in Redis", exc_info=True)
 
     def sweep(self) -> None:
         from django.db import close_old_connections
@@ -93,6 +110,7 @@ class RunSweeper(bootsteps.StartStopStep):
             record_sweeper_heartbeat()
         except Exception:  # Redis is out of reach: the sweep itself needs only the database
             logger.warning("Could not record the sweeper's heartbeat in Redis", exc_info=True)
+        self.say_tools()
         try:
             sweep_runs()
         except Exception:  # the next sweep tries again; a sweep must never take the worker down

@@ -6,6 +6,8 @@ the named URL pattern that routes to them the first time they are needed, per UR
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,6 +122,13 @@ class ToolRegistry:
 
     def all(self) -> list[ViewTool | ReadTool]:
         return sorted(self._tools.values(), key=lambda definition: definition.name)
+
+    def fingerprint(self) -> str:
+        """A digest of what the declared tools tell a model (names, kinds, descriptions, fields, approval):
+        processes whose code declares other tools have other fingerprints (see assistant/health.py)."""
+        declared = [[definition.name, definition.kind_of, definition.kind, definition.description,
+                     definition.confirm, definition.destructive, definition.fields] for definition in self.all()]
+        return hashlib.sha256(json.dumps(declared, default=str).encode()).hexdigest()[:16]
 
     def binding(self, definition: ViewTool) -> Binding | None:
         """The named URL pattern routing to this view in the current URLconf, or None if there is none."""

@@ -79,8 +79,9 @@ def test_anonymous_and_ordinary_users_get_the_status_staff_and_token_holders_the
     staff = Client()
     staff.force_login(user_factory(is_staff=True))
     details = staff.get("/healthz").json()
-    assert detailed_parts(details) == {"database", "redis", "worker"}
+    assert detailed_parts(details) == {"database", "redis", "worker", "tools"}
     assert details["worker"]["workers"]
+    assert details["tools"] == {"ok": True}  # the worker offers the tools this code declares
 
     with assistant_settings_with(HEALTH_TOKEN=TOKEN):
         with_token = Client().get("/healthz", HTTP_AUTHORIZATION=f"Bearer {TOKEN}").json()
