@@ -21,10 +21,11 @@ import threading
 from http import HTTPStatus
 from typing import Any, NoReturn
 
+from django.core.exceptions import RequestDataTooBig
 from django.db import connections
 from django.http import HttpRequest, HttpResponse
 from django_mcpz.elicitation import Answer, Elicitation
-from django_mcpz.jsonrpc import PARSE_ERROR, error_response
+from django_mcpz.jsonrpc import INVALID_REQUEST, PARSE_ERROR, error_response
 from django_mcpz.server import (
     TOOL_NAME_RE,
     ElicitationUnavailableError,
@@ -51,8 +52,10 @@ from assistant.mcp.tokens import TOKEN_PREFIX, TokenRefused, token_authenticate
 from assistant.models import AgentStep
 from assistant.tools import Tool, tools_for
 from assistant.tools.declarations import ReadTool, ViewTool
+from assistant.tools.executor import invalid_arguments
 from assistant.tools.offer import parameters_of
 from assistant.tools.registry import registry
+from assistant.tools.validation import nul_errors
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +100,38 @@ def token_auth(request: HttpRequest) -> HttpResponse | None:
     return None
 
 
+#: What a client of the Streamable HTTP transport must take (it lists both in Accept); this server answers JSON.
+_ANSWERABLE = ("application/json", "text/event-stream")
+
+
+def transport_refusal(request: HttpRequest) -> HttpResponse | None:
+    """Whether the (authenticated) request is one the Streamable HTTP transport sends, checked before its body
+    is read: a JSON-RPC message as `application/json` (else 415), from a client that takes a JSON answer (else
+    406: the transport's clients list `application/json` and `text/event-stream` in Accept, and must take
+    either), within the site's upload limit (else 413, where Django would answer its own HTML 400 page). Each
+    refusal a JSON-RPC error, as the protocol's other refusals are; nothing is read further or done."""
+    if request.content_type != "application/json":
+        return error_response(None, INVALID_REQUEST, "Unsupported Media Type: send the JSON-RPC message as JSON "
+                                                     "(Content-Type: application/json).",
+                              status=HTTPStatus.UNSUPPORTED_MEDIA_TYPE)
+    if "Accept" not in request.headers or not any(request.accepts(kind) for kind in _ANSWERABLE):
+        return error_response(None, INVALID_REQUEST, "Not Acceptable: this server answers in JSON; send an Accept "
+                                                     "header that admits it (Accept: application/json, "
+                                                     "text/event-stream).", status=HTTPStatus.NOT_ACCEPTABLE)
+    try:
+        request.body  # noqa: B018  (read now, so that its size is answered here)
+    except RequestDataTooBig:
+        return error_response(None, INVALID_REQUEST, "Payload Too Large: the message is larger than this site takes.",
+                              status=HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+    return None
+
+
+def admit(request: HttpRequest) -> HttpResponse | None:
+    """The server's gate, run after django-mcpz's method and Origin checks and before it reads the body: who
+    calls (`token_auth`), then whether the request is one the transport sends (`transport_refusal`)."""
+    return token_auth(request) or transport_refusal(request)
+
+
 def _unauthorized(error: str | None, request: HttpRequest | None = None) -> HttpResponse:
     parts = [f'error="{error}"'] if error else []
     if request is not None and oauth_installed():
@@ -135,7 +170,7 @@ class AssistantMCPServer(MCPServer):
 
 
 SERVER = AssistantMCPServer(name="django-inapp-assistant", title="This site's assistant tools", version="1",
-                            instructions=INSTRUCTIONS, auth=token_auth, minimum_protocol_version="2025-03-26")
+                            instructions=INSTRUCTIONS, auth=admit, minimum_protocol_version="2025-03-26")
 
 
 def _caller(request: HttpRequest) -> Caller:
@@ -205,6 +240,11 @@ def call_tool(name: str, request: HttpRequest, arguments: dict[str, Any]) -> dic
     """One `tools/call`: a run of the person's, approved where the panel would ask first."""
     caller = _caller(request)
     tool = offer(request)[name]  # the server's permission check let only an offered name through
+    unstorable = nul_errors(arguments)
+    if unstorable:
+        # Refused before anything is recorded: stored, the NUL would become U+FFFD, and what ran would not be
+        # what was asked. The same answer the executor gives any channel's call with a NUL.
+        return _result(invalid_arguments(name, unstorable))
     answered = _answer_in(request)
     if answered is not None:
         return _on_answer(caller, tool, arguments, *answered)

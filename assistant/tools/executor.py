@@ -76,6 +76,13 @@ class ToolOutcome:
         return answer
 
 
+def invalid_arguments(tool: str, errors: dict[str, str]) -> ToolOutcome:
+    """The outcome of a call whose arguments do not fit its tool: the problems by argument name, for the model
+    (or the person's own agent) to correct."""
+    return ToolOutcome(tool, "invalid", reason="the arguments do not fit this tool; fix the named ones",
+                       data={"errors": errors})
+
+
 SESSION_ENDED_REASON = "the session this was asked from has ended (signed out); nothing was done"
 
 # The session of the call in progress (set by `execute_tool`), so every request the call makes carries it
@@ -449,8 +456,7 @@ def _execute(user: Any, name: Any, arguments: Any, spec: Any, profile: Any) -> T
         return ToolOutcome(shown, "denied", reason=why)
     errors = validate_arguments(arguments, parameters_of(definition))
     if errors:
-        return ToolOutcome(shown, "invalid", reason="the arguments do not fit this tool; fix the named ones",
-                           data={"errors": errors})
+        return invalid_arguments(shown, errors)
     if isinstance(definition, ReadTool):
         return _read(definition, user, arguments)
     binding = registry.binding(definition)

@@ -89,11 +89,44 @@ def _value_errors(value: Any, schema: dict[str, Any]) -> str | None:
     return None
 
 
+NUL_PROBLEM = "must not contain NUL characters"
+
+
+def _holds_nul(value: Any) -> bool:
+    """A NUL anywhere in `value`: in a string, or in a key or item of a list or object at any depth. Walks
+    without recursion, so no depth can crash it."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+def nul_errors(arguments: Any) -> dict[str, str]:
+    """The arguments holding a NUL character, by name: one rule for every channel's tool calls. PostgreSQL's
+    text cannot store a NUL, so a call carrying one can be neither run as sent nor recorded as sent (stored,
+    it would become U+FFFD, and what ran would differ from what was asked). An argument whose name holds one
+    is named with U+FFFD in its place."""
+    if not isinstance(arguments, dict):
+        return {}
+    return {str(name).replace("\x00", "\ufffd"): NUL_PROBLEM for name, value in arguments.items()
+            if _holds_nul(name) or _holds_nul(value)}
+
+
 def validate_arguments(arguments: Any, schema: dict[str, Any]) -> dict[str, str]:
     """Problems by argument name (`__all__` for the call as a whole); empty when the call is valid."""
     if not isinstance(arguments, dict):
         return {"__all__": f"arguments must be a JSON object, not {type(arguments).__name__}"}
-    errors: dict[str, str] = {}
+    errors: dict[str, str] = nul_errors(arguments)
+    if errors:
+        return errors
     properties: dict[str, Any] = schema.get("properties", {})
     for name in arguments:
         if not isinstance(name, str) or name not in properties:

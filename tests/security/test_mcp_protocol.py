@@ -85,7 +85,8 @@ class Answer:
 def post(port: int, body: bytes, headers: dict[str, str] | None = None, *, method: str = "POST") -> Answer:
     client = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
-        client.request(method, PATH, body=body, headers={"Content-Type": "application/json", **(headers or {})})
+        sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})}
+        client.request(method, PATH, body=body, headers=sent)
         response = client.getresponse()
         return Answer(response.status, dict(response.getheaders()), response.read())
     finally:
