@@ -6,16 +6,20 @@ and then calls the tools as them. The grant is one of the person's tokens: revok
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import re
+import secrets
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx2
 import mcp_types as types
 import pytest
 from django.conf import settings
 from django.test import Client as BrowserClient
+from django_mcpz.oauth.models import AuthorizationCode
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -174,11 +178,36 @@ def test_a_read_only_consent_gives_reads_only_and_revoking_the_token_stops_the_a
     assert refreshed.status_code == 400 and refreshed.json()["error"] == "invalid_grant"
 
 
+def pkce() -> tuple[str, str]:
+    """A PKCE pair (verifier, S256 challenge), as a client makes one."""
+    verifier = secrets.token_urlsafe(48)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    return verifier, challenge
+
+
+def authorization_url(port: int, client_id: str, redirect_uri: str, challenge: str) -> str:
+    """Where a client sends the person to authorize it for the site's MCP endpoint."""
+    return f"http://127.0.0.1:{port}/oauth/authorize?" + urlencode({
+        "response_type": "code", "client_id": client_id, "redirect_uri": redirect_uri, "state": "s-1",
+        "code_challenge": challenge, "code_challenge_method": "S256",
+        "resource": f"http://127.0.0.1:{port}/assistant/mcp/"})
+
+
 def test_a_consent_naming_a_spec_not_offered_makes_nothing(port: int, alice: Any) -> None:
-    person = ThePersonsBrowser(port, session_of(alice), spec="no-such-spec")
-    storage = Remembered()
+    registered = httpx2.post(f"http://127.0.0.1:{port}/oauth/register", json={
+        "client_name": "Hosted Claude", "redirect_uris": [REDIRECT], "token_endpoint_auth_method": "none"})
+    assert registered.status_code == 201, registered.text
+    url = authorization_url(port, registered.json()["client_id"], REDIRECT, pkce()[1])
 
-    with pytest.raises(AssertionError):
-        connected_app(port, person, storage, lambda client: client.list_tools())
+    with httpx2.Client(cookies={settings.SESSION_COOKIE_NAME: session_of(alice)}) as browser:
+        page = browser.get(url)
+        assert page.status_code == 200, page.text[:500]
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+        assert csrf is not None
+        answer = browser.post(url, headers={"Referer": url}, data={
+            "csrfmiddlewaretoken": csrf.group(1), "decision": "allow", "assistant_spec": "no-such-spec"})
 
-    assert not AccessToken.objects.exists()
+    # The person is told why, on this site; the app is sent no code, and no token or grant is made.
+    assert answer.status_code == 400 and "Location" not in answer.headers, answer.headers
+    assert "Choose one of the assistant specs offered, not &#x27;no-such-spec&#x27;" in answer.text, answer.text[:2000]
+    assert not AccessToken.objects.exists() and not AuthorizationCode.objects.exists()
