@@ -264,6 +264,19 @@ def check_celery_broker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 
 
 @register()
+def check_celery_app(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """A project whose __init__.py does not import its Celery app sends every turn with Celery's default app
+    (to amqp://localhost): each message is stored and never answered, and the broker's error names no cause."""
+    from assistant.tasks import celery_app_problem
+
+    problem = celery_app_problem()
+    if problem is None:
+        return []
+    message, fix = problem
+    return [Error(f"The assistant's turns never reach a worker: {message}", hint=fix, id="assistant.E027")]
+
+
+@register()
 @needs_assistant_settings
 def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """The assistant's own keys (breaker, cancel flags, the sweeper's heartbeat) live in Redis; which one is
@@ -293,7 +306,7 @@ def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     if not status["ok"]:
         return [
             Error(
-                f"Redis at {_without_password(url)} is not reachable: {status['error']}",
+                f"Redis at {without_password(url)} is not reachable: {status['error']}",
                 hint="Start Redis (for example `docker run -p 6379:6379 redis`) or fix the URL in the channel layer's "
                 'hosts, CELERY_BROKER_URL or ASSISTANT["REDIS_URL"].',
                 id="assistant.E003",
@@ -329,7 +342,7 @@ def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     return messages
 
 
-def _without_password(url: str) -> str:
+def without_password(url: str) -> str:
     parts = urlsplit(url)
     if parts.password is None:
         return url

@@ -44,7 +44,43 @@ def run_enqueue(run_id: int, asked: dict[str, Any] | None = None) -> None:
     the row). `asked` ({"question", "embedder"}) lets the worker start embedding the question at once."""
     from django.db import transaction
 
-    transaction.on_commit(lambda: run_turn.delay(run_id, asked))
+    transaction.on_commit(lambda: _send_turn(run_id, asked))
+
+
+def _send_turn(run_id: int, asked: dict[str, Any] | None) -> None:
+    try:
+        run_turn.delay(run_id, asked)
+    except Exception:
+        # The broker's own error says only "connection refused"; when the cause is the project's wiring, say it.
+        problem = celery_app_problem()
+        if problem is not None:
+            logger.error("Run %s was not sent to a worker: %s %s", run_id, *problem)
+        raise
+
+
+def celery_app_problem() -> tuple[str, str] | None:
+    """Why this process's Celery app sends the turns where the project's workers never look, and the fix; None
+    when it sends them to CELERY_BROKER_URL (or no broker is configured: assistant.E022 says so)."""
+    from celery import current_app as app
+    from django.conf import settings
+
+    from assistant.checks import without_password
+
+    configured = getattr(settings, "CELERY_BROKER_URL", None)
+    if not configured or app.conf.broker_url == configured:
+        return None
+    where = app.connection_for_write().as_uri()  # with the transport's default filled in, the password masked
+    expected = f"not to CELERY_BROKER_URL ({without_password(str(configured))})"
+    if app.main == "default":  # the app Celery makes when none was ever made: nothing imported the project's
+        package = str(settings.SETTINGS_MODULE or "yourproject.settings").rpartition(".")[0] or "yourproject"
+        return (f"this process uses Celery's default app, which sends to {where}, {expected}: the project's "
+                "Celery app was never imported.",
+                f'Add to {package.replace(".", "/")}/__init__.py the lines `from .celery import app as celery_app` '
+                'and `__all__ = ("celery_app",)` (the README\'s Celery step), so that every process of the project '
+                "uses its Celery app.")
+    return (f"this process's Celery app ({app.main}) sends to {where}, {expected}.",
+            'Configure that app from the settings: `app.config_from_object("django.conf:settings", '
+            'namespace="CELERY")` in its celery.py.')
 
 
 # Delivered at least once like a turn: a second delivery finds the index built and does nothing.

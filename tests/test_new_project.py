@@ -538,3 +538,50 @@ def test_a_new_project_configured_from_the_readme_alone_runs_a_turn_through_its_
     heartbeat.close()
     after = project.run(*commands["check"])
     assert _issues(after) == set() and "no issues" in after, after
+
+
+CELERY_IMPORT = "from .celery import app as celery_app"
+
+
+async def _first_answer(port: int, session: str, content: str) -> list[dict[str, Any]]:
+    """One message over the assistant's socket; its events until the first error (or its reply)."""
+    import websockets
+
+    events: list[dict[str, Any]] = []
+    async with websockets.connect(f"ws://127.0.0.1:{port}/ws/assistant/", origin=f"http://127.0.0.1:{port}",  # type: ignore[arg-type]
+                                  additional_headers={"Cookie": f"sessionid={session}"}) as socket_:
+        await socket_.send(json.dumps({"type": "assistant.send", "content": content}))
+        while not events or events[-1]["type"] not in {"assistant.error", "assistant.replied"}:
+            events.append(json.loads(await asyncio.wait_for(socket_.recv(), TURN_SECONDS)))
+    return events
+
+
+def test_a_project_that_leaves_out_importing_its_celery_app_is_told_the_line_by_check_and_by_the_send_log(
+    new_project: Project,
+) -> None:
+    """Without the README's `__init__.py` line every process uses Celery's default app, which sends to
+    amqp://localhost: the project's broker never hears of a message."""
+    project = new_project
+    commands = _services_commands()
+    project.run("python", "manage.py", "makemigrations", "books")
+    project.run(*commands["migrate"])
+    init = project.package / "__init__.py"
+    assert CELERY_IMPORT in init.read_text()
+    init.write_text("")  # left out
+
+    checked = subprocess.run(_command(tuple(commands["check"])), cwd=project.root, env=project.env,
+                             capture_output=True, text=True, timeout=60)
+    said = checked.stdout + checked.stderr
+    assert checked.returncode != 0 and "assistant.E027" in _issues(said), said
+    assert CELERY_IMPORT in said and f"{PROJECT}/__init__.py" in said, said
+
+    port = _free_port()
+    project.start("daphne", "daphne", "-b", "127.0.0.1", "-p", str(port), f"{PROJECT}.asgi:application")
+    project.wait_until("daphne", lambda: _accepts(port), "listening")
+    sessions = _printed(project.run("python", "manage.py", "shell", "-c", SIGN_IN), "SESSIONS")
+    events = asyncio.run(_first_answer(port, sessions["alice"], "Add a book titled 'Dune'"))
+    # The person is told the message is kept; the log says why nothing answers it, and the fix.
+    assert [event["type"] for event in events] == ["assistant.sent", "assistant.error"], events
+    project.wait_until("daphne", lambda: "Celery's default app" in project.whole_log("daphne"), "the send's log")
+    (line,) = [line for line in project.whole_log("daphne").splitlines() if "Celery's default app" in line]
+    assert CELERY_IMPORT in line and f"{PROJECT}/__init__.py" in line, line
