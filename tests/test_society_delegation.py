@@ -10,6 +10,7 @@ spec's model is the fake provider, which answers the calls in the order they are
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -249,27 +250,48 @@ def test_a_member_cannot_ask_a_spec_already_on_its_path(
     assert "ask_test-clerk" in offered and "ask_test-asker" not in offered
 
 
+def counted_provider(member_text: str, member_writes: int) -> Callable[[dict[str, Any]], Any]:
+    """The fake provider's answer to any call not queued, with usage as a provider counts it (the prompt is what
+    was sent, four characters a token): the asker (offered ask_ tools) answers in words; a member writes
+    `member_text`, `member_writes` tokens, and lists tasks again (another search each time), until its budget
+    stops it."""
+    searches = itertools.count(1)
+
+    def reply(body: dict[str, Any]) -> Any:
+        prompt = len(json.dumps([body["messages"], body.get("tools")])) // 4
+        if any(tool["function"]["name"].startswith("ask_") for tool in body.get("tools") or []):
+            return openai_stream(["The members ran out of budget."], usage=(prompt, 10))
+        call = ("l1", "tracker_task_list", {"search": f"s{next(searches)}"})
+        return openai_stream([member_text], [call], usage=(prompt, member_writes))
+
+    return reply
+
+
 def test_members_asked_at_once_share_a_small_token_budget_and_the_tree_stays_within_it(
     alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     chat = asker_chat(alice)
-    budget, each_call = 300, (40, 10)
+    budget, first_call = 20_000, (1_500, 40)
     fake_openai.queue(
         openai_stream([], [("a1", "ask_test-clerk", {"task": "List tasks, again and again."}),
-                           ("a2", "ask_test-viewer", {"task": "List tasks, again and again."})], usage=each_call),
-        # Whichever member asks first gets the next of these: each keeps listing until its share is spent.
-        *[openai_stream([], [(f"l{i}", "tracker_task_list", {"search": f"s{i}"})], usage=each_call) for i in range(4)],
-        openai_stream(["Both members ran out of budget."], usage=each_call),
+                           ("a2", "ask_test-viewer", {"task": "List tasks, again and again."})], usage=first_call),
     )
-    with assistant_settings_with(MAX_TOKENS_PER_RUN=budget):
-        sent = chat_send(user=alice, content="list in parallel", chat_id=chat.pk)
-    top = wait_for_run(sent.run.pk, *FINISHED)
+    fake_openai.default_reply = counted_provider("Listed them.", 40)  # type: ignore[method-assign]
+    try:
+        with assistant_settings_with(MAX_TOKENS_PER_RUN=budget):
+            sent = chat_send(user=alice, content="list in parallel", chat_id=chat.pk)
+        top = wait_for_run(sent.run.pk, *FINISHED, timeout=60)
+    finally:
+        del fake_openai.default_reply
     members = list(AgentRun.objects.filter(root=top))
     assert top.status == "succeeded", top.error
     assert sorted(member.spec for member in members) == ["test-clerk", "test-viewer"]
     # Reserved before either started: together no more than what the asker had left.
-    assert sum(member.config["max_tokens_per_run"] for member in members) <= budget - sum(each_call)
-    assert all((member.status, member.stop_reason) == ("failed", "max_tokens") for member in members)
+    assert sum(member.config["max_tokens_per_run"] for member in members) <= budget - sum(first_call)
+    assert [(member.status, member.stop_reason) for member in members] == [("failed", "max_tokens")] * 2
+    # Each listed, and listed again, within its share.
+    assert [member.model_calls >= 2 for member in members] == [True, True], [
+        (member.model_calls, member.total_tokens, member.config["max_tokens_per_run"]) for member in members]
     used = sum(step.prompt_tokens + step.completion_tokens
                for step in AgentStep.objects.filter(run__in=[top, *members]))
     assert used <= budget
@@ -320,3 +342,32 @@ def test_a_member_cannot_use_a_tool_its_spec_leaves_out_though_its_asker_and_pro
     offered = {tool["function"]["name"] for tool in fake_openai.bodies[1]["tools"]}
     assert "tracker_project_create" not in offered
     assert tool_steps(top)[0].result["status"] == "escalated"
+
+
+def test_eight_members_writing_long_answers_keep_the_tree_within_its_token_budget(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    """Each member's model writes ~9,000 tokens a call, and its prompt grows by that much with every call, as a
+    provider counts it: a call is predicted from what it will send, so no member passes its share and the tree
+    stays within its top run's budget (predicting the next call from the previous one's size let each member
+    make one call too many: 250,444 tokens against 200,000)."""
+    budget, long_answer = 200_000, "All of this is needed. " * 1_565  # ~36,000 characters, ~9,000 tokens
+
+    fake_openai.queue(openai_stream([], [(f"a{index}", "ask_test-viewer", {"task": f"Report {index} at length."})
+                                         for index in range(8)], usage=(1_500, 400)))
+    fake_openai.default_reply = counted_provider(long_answer, 9_000)  # type: ignore[method-assign]
+    try:
+        with assistant_settings_with(MAX_TOKENS_PER_RUN=budget, MAX_MODEL_CALLS=40, MAX_TOOL_CALLS=60):
+            sent = chat_send(user=alice, content="eight reports", chat_id=asker_chat(alice).pk)
+        top = wait_for_run(sent.run.pk, *FINISHED, timeout=120)
+    finally:
+        del fake_openai.default_reply
+    members = list(AgentRun.objects.filter(root=top))
+    tree = sum(step.prompt_tokens + step.completion_tokens
+               for step in AgentStep.objects.filter(run__in=[top, *members]))
+    assert tree <= budget
+    assert len(members) == 8 and top.status == "succeeded", (top.status, top.error)
+    for member in members:
+        used = sum(step.prompt_tokens + step.completion_tokens for step in member.steps.all())
+        assert used <= member.config["max_tokens_per_run"], (member.pk, used, member.config["max_tokens_per_run"])
+        assert member.stop_reason == "max_tokens"

@@ -5,11 +5,14 @@ own `stop_reason` and a sentence the person reads."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.utils import timezone
 
+from assistant.conf import assistant_settings
 from assistant.lifecycle import run_setting
+from assistant.llm import Message
 from assistant.models import AgentRun, AgentStep
 from assistant.society.budget import Usage
 
@@ -29,6 +32,23 @@ def call_key(name: str, arguments: dict[str, Any]) -> str:
     return name + json.dumps(arguments, sort_keys=True, default=str)
 
 
+def estimated_tokens(text: str) -> int:
+    """At least as many tokens as a provider counts for `text`, without its tokenizer: tokenizers in use make
+    about four characters of English (three of JSON or code) one token, and seldom more than one token of a
+    character outside ASCII (CJK, emoji); so a third of a token per ASCII character and one per other."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return -(-ascii_chars // 3) + (len(text) - ascii_chars)
+
+
+def prompt_text(messages: Sequence[Message], tools: Sequence[Any] = ()) -> str:
+    """What a model call sends, as text to estimate its size: every message with its calls, and every tool's
+    name, description and schema."""
+    parts: list[Any] = [[message.role, message.content, [[call.name, call.arguments] for call in message.tool_calls]]
+                        for message in messages]
+    parts += [[tool.name, tool.description, dict(tool.parameters)] for tool in tools]
+    return json.dumps(parts, default=str, ensure_ascii=False)
+
+
 class Limits:
     """`members` is what the members this run asked (and those they asked) used: a tree of runs shares its
     top run's limits (assistant/society/budget.py), so their use counts here too."""
@@ -37,7 +57,11 @@ class Limits:
         self.run = run
         self.members = members or Usage()
 
-    def before_model_call(self, steps: list[AgentStep]) -> None:
+    def before_model_call(self, steps: list[AgentStep], prompt: Sequence[Message] = (), tools: Sequence[Any] = (),
+                          *, continues: bool = True) -> None:
+        """Before a model call that sends `prompt` and offers `tools`: the limits, and whether the call fits in
+        what is left of the token budget. `continues`: the prompt is the run's conversation so far (a tool-loop
+        call), which only grows; a summary is another prompt, estimated from its text."""
         model_calls = self.members.model_calls + sum(1 for step in steps if step.kind == Kind.MODEL_CALL)
         limit = int(run_setting(self.run, "MAX_MODEL_CALLS"))
         if model_calls >= limit:
@@ -48,13 +72,31 @@ class Limits:
         if tokens >= token_limit:
             raise StopRun(Status.FAILED, "max_tokens",
                           f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
-        # The next call sends at least what the last one did (the conversation only grows): one that would
-        # pass the budget is not made, so a run (and a tree, whose members share it) stays within it.
-        last = next((step for step in reversed(steps) if step.kind == Kind.MODEL_CALL), None)
-        if last is not None and tokens + last.prompt_tokens + last.completion_tokens > token_limit:
+        # A call that might pass the budget is not made, so a run (and a tree, whose members share it) stays
+        # within it: the call is predicted from what it will send, plus the most it may write.
+        if tokens + self.predicted_call_tokens(steps, prompt, tools, continues=continues) > token_limit:
             raise StopRun(Status.FAILED, "max_tokens",
                           f"The assistant stopped: another model call would pass its budget of {token_limit} "
                           "tokens for one request.")
+
+    @staticmethod
+    def predicted_call_tokens(steps: list[AgentStep], prompt: Sequence[Message], tools: Sequence[Any], *,
+                              continues: bool) -> int:
+        """The most a model call sending `prompt` may cost. Its prompt: when it continues the conversation, the
+        previous call's prompt and answer as the provider counted them (the answer is in this prompt now) plus
+        what came back since (the tools' results), estimated; otherwise the whole prompt, estimated. Its answer:
+        as long as the model may write (MAX_OUTPUT_TOKENS), or as the longest this run's model has written, if
+        longer (a provider that does not keep to the cap)."""
+        calls = [step for step in steps if step.kind == Kind.MODEL_CALL]
+        last = calls[-1] if calls else None
+        if continues and last is not None and last.prompt_tokens:
+            since = [json.dumps(step.result, default=str, ensure_ascii=False)
+                     for step in steps if step.seq > last.seq and step.kind == Kind.TOOL_CALL]
+            sent = last.prompt_tokens + last.completion_tokens + estimated_tokens("".join(since))
+        else:
+            sent = estimated_tokens(prompt_text(prompt, tools))
+        written = max([int(assistant_settings.MAX_OUTPUT_TOKENS), *(step.completion_tokens for step in calls)])
+        return sent + written
 
     def before_tool_call(self, steps: list[AgentStep], name: str, arguments: dict[str, Any], *,
                          also_starting: int = 0) -> None:

@@ -343,7 +343,7 @@ class Turn:
 
     def _summarise(self, messages: list[Message]) -> ModelResponse:
         assert self.model is not None
-        self.limits.before_model_call(self.steps)
+        self.limits.before_model_call(self.steps, messages, continues=False)
         self.journal.flush()  # what happened so far is on the record before the model is waited for
         started = time.monotonic()
         response = fit_response(self.model.complete(messages))
@@ -382,14 +382,15 @@ class Turn:
         crash has no effect to account for and is simply made again; one cut short by a cancel or the
         wall time is recorded with the text it had streamed so far."""
         assert self.model is not None
-        self.limits.before_model_call(self.steps)
+        offered: list[Any] = [*self.tools.values(), *self.delegations.values()]
+        if self.planner:
+            offered.append(self.planner)
+        self.limits.before_model_call(self.steps, messages, offered)
         self.journal.flush()  # what happened so far is on the record before the model is waited for
         started = time.monotonic()
         self._streamed = []
         try:
-            offered: list[Any] = [*self.tools.values(), *self.delegations.values()]
-            response = self.model.call_tools(messages, [*offered, self.planner] if self.planner else offered,
-                                             on_text_delta=self._on_delta)
+            response = self.model.call_tools(messages, offered, on_text_delta=self._on_delta)
         except StopRun as stop:
             self.journal.add(
                 kind=Kind.MODEL_CALL, took_effect=False, reason=stop.message,
