@@ -371,3 +371,52 @@ def test_eight_members_writing_long_answers_keep_the_tree_within_its_token_budge
         used = sum(step.prompt_tokens + step.completion_tokens for step in member.steps.all())
         assert used <= member.config["max_tokens_per_run"], (member.pk, used, member.config["max_tokens_per_run"])
         assert member.stop_reason == "max_tokens"
+
+
+def test_an_approval_two_members_deep_reaches_the_panel_and_answers_only_its_step(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    """The asker asks the keeper, the keeper asks the clerk, and the clerk's delete waits for the person: the card
+    names the clerk and the run that asked it, an answer naming another run of the tree is refused, and the
+    approval runs exactly that step; each asking step then says its member answered and acted."""
+    home = Project.objects.create(owner=alice, name="Home")
+    chore = Task.objects.create(project=home, title="Old chore")
+    keep = Task.objects.create(project=home, title="Keep me")
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-keeper", {"task": "Have the old chore deleted."})]),
+        openai_stream([], [("k1", "ask_test-clerk", {"task": f"Delete the task {chore.pk}."})]),
+        openai_stream([], [("c1", "tracker_task_delete", {"pk": chore.pk})]),
+        openai_stream(["Deleted it."]),
+        openai_stream(["The clerk deleted it."]),
+        openai_stream(["The old chore is gone."]),
+    )
+    chat = asker_chat(alice)
+    tab = connect(alice)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "delete the old chore", "chat_id": chat.pk})
+        asked = (await receive_until(tab, lambda e: e["type"] == "assistant.confirm", timeout=30))[-1]
+        # The same step answered as if it were the keeper's or the top's: refused, nothing runs.
+        await tab.send_json_to({"type": "assistant.confirm", "run_id": asked["parent_run_id"],
+                                "step_id": asked["step"]["id"], "approve": True})
+        forged = (await receive_until(tab, lambda e: e["type"] == "assistant.error"))[-1]
+        await tab.send_json_to({"type": "assistant.confirm", "run_id": asked["run_id"],
+                                "step_id": asked["step"]["id"], "approve": True})
+        events = await receive_until(tab, top_ended(), timeout=30)
+        await tab.disconnect()
+        return asked, forged, events
+
+    asked, forged, events = asyncio.run(scenario())
+    top, [keeper, clerk] = the_tree(events[-1]["run_id"])
+    assert (keeper.spec, clerk.spec, clerk.parent_id, clerk.depth) == ("test-keeper", "test-clerk", keeper.pk, 2)
+    assert (asked["run_id"], asked["member"], asked["parent_run_id"]) == (clerk.pk, "test-clerk", keeper.pk)
+    assert asked["step"]["tool_name"] == "tracker_task_delete" and asked["step"]["arguments"] == {"pk": chore.pk}
+    assert forged["code"] == "stale_confirmation", forged
+    assert (top.status, keeper.status, clerk.status) == ("succeeded", "succeeded", "succeeded"), top.error
+    assert top.reply == "The old chore is gone."
+    assert not Task.objects.filter(pk=chore.pk).exists() and Task.objects.filter(pk=keep.pk).exists()
+    [deleted] = tool_steps(clerk)
+    assert (deleted.confirmation, deleted.took_effect) == ("approved", True)
+    for asking in (*tool_steps(keeper), *tool_steps(top)):
+        assert (asking.result["status"], asking.took_effect) == ("answered", True), asking.result

@@ -25,6 +25,7 @@ from assistant.services import run_cancel
 from assistant.society.handoff import Delegation, delegations_start
 from assistant.society.offer import delegation_tools
 from assistant.turn.journal import StepJournal
+from assistant.turn.lease import LeaseLost
 from tests.conftest import WorkerProcess, wait_for, wait_for_run
 from tests.sockets import connect, receive_until
 
@@ -45,11 +46,11 @@ def _running(user: Any, *, spec: str, parent: AgentRun | None = None) -> AgentRu
     )
 
 
-def _ask_clerk(run: AgentRun, *, count: int = 2) -> list[int]:
-    """What the run's worker does when its model asks the clerk `count` times in one answer."""
+def _ask_clerk(run: AgentRun, *, count: int = 2, holder: str = HOLDER) -> list[int]:
+    """What the run's worker (`holder`) does when its model asks the clerk `count` times in one answer."""
     [tool] = [tool for tool in delegation_tools(owner=run.owner, asking=run.spec, depth=run.depth)
               if tool.member == "clerk"]
-    journal = StepJournal(run, HOLDER, list(run.steps.order_by("seq")))
+    journal = StepJournal(run, holder, list(run.steps.order_by("seq")))
     calls = [Delegation(ToolCall(id=f"c{index}", name=tool.name, arguments={"task": f"Add task {index}."}), tool,
                         None) for index in range(count)]
     started = delegations_start(journal, calls)
@@ -179,6 +180,35 @@ def _waiting_for_a_lock() -> int:
         cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                        "AND wait_event_type = 'Lock'")
         return int(cursor.fetchone()[0])
+
+
+def test_two_workers_starting_the_same_members_at_once_start_them_once(
+    alice: Any, tree: tuple[AgentRun, AgentRun]
+) -> None:
+    """A run handed to two workers (a redelivery while the first still works): both come to the same answer's
+    delegations at once; only the one holding the run's lease starts members, and the other starts nothing."""
+    _top, keeper = tree
+    both_ready = threading.Barrier(2)
+    outcomes: dict[str, Any] = {}
+
+    def start(holder: str) -> None:
+        try:
+            both_ready.wait(30)
+            outcomes[holder] = _ask_clerk(keeper, holder=holder)
+        except LeaseLost as lost:
+            outcomes[holder] = lost
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=start, args=(holder,)) for holder in (HOLDER, "a-presumed-dead-worker")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert isinstance(outcomes["a-presumed-dead-worker"], LeaseLost)
+    assert len(outcomes[HOLDER]) == 2
+    assert sorted(AgentRun.objects.filter(parent=keeper).values_list("pk", flat=True)) == sorted(outcomes[HOLDER])
+    assert keeper.steps.filter(tool_name="ask_clerk").count() == 2
 
 
 TREES = 12
