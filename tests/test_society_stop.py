@@ -229,7 +229,8 @@ def _stop_seen(top_id: int) -> Any:
 def test_stop_the_moment_the_keeper_has_created_the_project_stops_the_whole_tree(
     alice: Any, celery_worker: WorkerProcess
 ) -> None:
-    """The person's client presses Stop as soon as the demo keeper's step finishes, as fast as a client can:
+    """The person's client presses Stop (or deletes the chat) as soon as the demo keeper's step finishes, as fast
+    as a client can:
     after the top run's Stop is in the database no member starts and no action begins (the clerks' tasks are
     not written), and every delegation step says what its member did."""
 
@@ -242,7 +243,10 @@ def test_stop_the_moment_the_keeper_has_created_the_project_stops_the_whole_tree
         created = (await receive_until(tab, lambda e: e["type"] == "assistant.step"
                                        and e["step"].get("tool_name") == "tracker_project_create"
                                        and e["step"].get("state") == "finished", timeout=60))[-1]
-        await tab.send_json_to({"type": "assistant.cancel", "run_id": created["run_id"]})
+        if index % 2:  # Stop by deleting the chat, as the panel's delete does while a run works
+            await tab.send_json_to({"type": "assistant.chat_delete", "chat_id": chat.pk})
+        else:
+            await tab.send_json_to({"type": "assistant.cancel", "run_id": created["run_id"]})
         top_id = await asyncio.to_thread(
             lambda: AgentRun.objects.values_list("root_id", flat=True).get(pk=created["run_id"]))
         stopped_at = await asyncio.to_thread(_stop_seen, top_id)
