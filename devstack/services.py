@@ -216,7 +216,22 @@ DEFAULT_VALKEY_PORT = 6390
 
 
 def valkey_port() -> int:
+    """The port to start a Valkey on."""
     return int(os.environ.get("VALKEY_PORT", DEFAULT_VALKEY_PORT))
+
+
+def _port_file(paths: Paths) -> Path:
+    return paths.valkey / "valkey.port"
+
+
+def _running_valkey_port(paths: Paths) -> int:
+    """The port of the Valkey started on this data folder, as its start recorded it: a later command finds it
+    without VALKEY_PORT (and never takes another server on the default port for it). A server started before
+    ports were recorded is on the port asked for now."""
+    try:
+        return int(_port_file(paths).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return valkey_port()
 
 
 def _valkey_pid(paths: Paths) -> int | None:
@@ -239,7 +254,7 @@ def _ping(port: int, timeout: float = 0.5) -> bool:
 
 
 def valkey_url(paths: Paths) -> str | None:
-    port = valkey_port()
+    port = _running_valkey_port(paths)
     if _valkey_pid(paths) is not None and _ping(port):
         return f"redis://127.0.0.1:{port}/0"
     return None
@@ -278,6 +293,7 @@ def start_valkey(paths: Paths, timeout: float = 15.0) -> tuple[str, bool]:
     completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if completed.returncode != 0:
         raise ServiceError(f"The Redis-compatible server did not start: {completed.stderr or completed.stdout}")
+    _port_file(paths).write_text(f"{port}\n")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _ping(port):
@@ -295,10 +311,12 @@ def stop_valkey(paths: Paths, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if _valkey_pid(paths) is None:
-            return True
+            break
         time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _port_file(paths).unlink(missing_ok=True)
     return True
 
 
