@@ -21,7 +21,9 @@ from typing import Any
 import redis
 from django.core.cache import cache
 from django.db import connection
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
 from assistant.conf import assistant_redis_url, assistant_settings
@@ -323,3 +325,13 @@ def health_report(request: HttpRequest) -> tuple[int, dict[str, Any]]:
     status = overall_status()
     code = 200 if status["ok"] else 503
     return code, status if may_see_details(request) else {"ok": status["ok"]}
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Database, Redis and worker reachability; 503 when any part is down, for load balancers and uptime checks.
+    Public: the details only for staff or the health token. `include("assistant.urls")` serves it at
+    `assistant/healthz`; a host routes it anywhere else with `path("healthz", healthz)`."""
+    code, body = health_report(request)
+    return JsonResponse(body, status=code)

@@ -1,13 +1,10 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
 
-from assistant.health import health_report
 from tracker.models import Project, Task
 
 
@@ -22,12 +19,3 @@ def home(request: HttpRequest) -> HttpResponse:
     response = render(request, "_home.html" if request.htmx else "home.html", context)  # type: ignore[attr-defined]
     patch_vary_headers(response, ["HX-Request"])
     return response
-
-
-@never_cache
-@require_GET
-def healthz(request: HttpRequest) -> JsonResponse:
-    """Database, Redis and worker reachability; 503 when any part is down, for load balancers. Details
-    only for staff or the health token (see assistant/health.py)."""
-    code, body = health_report(request)
-    return JsonResponse(body, status=code)

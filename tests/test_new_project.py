@@ -362,11 +362,12 @@ def _apply_readme(project: Project, database: dict[str, Any], redis_url: str) ->
 
     urls_file = package / "urls.py"
     urls_block = steps["URLs"].block("python").splitlines()
-    (import_line,) = [line for line in urls_block if line.startswith("from django.urls import")]
+    imports = [line for line in urls_block if line.startswith(("from ", "import "))]
+    assert any(line.startswith("from django.urls import") for line in imports), urls_block
     routes = [line for line in urls_block if line.strip().startswith("path(")]
     urls = urls_file.read_text()
     assert "from django.urls import path\n" in urls and "urlpatterns = [\n" in urls, urls
-    urls = urls.replace("from django.urls import path\n", import_line + "\n")
+    urls = urls.replace("from django.urls import path\n", "".join(f"{line}\n" for line in imports))
     urls = urls.replace("urlpatterns = [\n", "urlpatterns = [\n" + "".join(f"{route}\n" for route in routes)
                         + '    path("books/", include("books.urls")),\n')
     urls_file.write_text(urls)
@@ -527,6 +528,11 @@ def test_a_new_project_configured_from_the_readme_alone_runs_a_turn_through_its_
     assert [(call["tool_name"], call["result"]["status"]) for call in calls] == [("books_book_rename", "done")], calls
     books = _printed(project.run("python", "manage.py", "shell", "-c", SHELVES), "BOOKS")
     assert books == [[hobbit, "bob", "The Hobbit"], [dune, "alice", "Dune Messiah"]]
+
+    # The health check, where the README's URLs step routes it: at the root and under the include.
+    for path in ("/healthz", "/assistant/healthz"):
+        status, health = _get(port, path, "")
+        assert (status, json.loads(health)) == (200, {"ok": True}), (path, health)
 
     # With the worker up and its first sweep done, the project's check has nothing left to say.
     import redis
