@@ -46,6 +46,9 @@ DEFAULTS: dict[str, Any] = {
     # elicitation answer) before it is asked again.
     "MCP_CALLS_PER_MINUTE": 60,
     "MCP_APPROVAL_SECONDS": 600,
+    # Hosted agents connecting through OAuth (assistant/mcp/oauth.py): the dynamic client registrations one
+    # client address may make in an hour (anyone may register, signed out, and each stores a client).
+    "MCP_OAUTH_REGISTRATIONS_PER_HOUR": 20,
     # Reads.
     "READ_LIMIT_MAX": 50,
     # The /assistant/ page: None = a page of its own; {"template": "base.html", "block": "content"} = the

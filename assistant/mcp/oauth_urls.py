@@ -16,6 +16,6 @@ urlpatterns = [
     path("authorize", oauth.authorize, name="authorize"),
     # csrf_exempt and login_not_required carry over through functools.wraps: apps call these signed out.
     path("token", oauth.refusing_nul(views.token), name="token"),
-    path("register", oauth.refusing_nul(views.register, json_body=True), name="register"),
+    path("register", oauth.refusing_nul(oauth.register, json_body=True), name="register"),
     path("revoke", oauth.refusing_nul(views.revoke), name="revoke"),
 ]
