@@ -168,12 +168,12 @@ class DeclaredTools:
     def dumps(self, **more: Any) -> str:
         return json.dumps({**asdict(self), **more})
 
-    def missing_from(self, other: DeclaredTools) -> str:
-        """What this process declares that `other` does not offer, and the reverse, in words."""
+    def missing_from(self, other: DeclaredTools, them: str) -> str:
+        """What this process declares that `other` (called `them`) does not offer, and the reverse, in words."""
         added = sorted(set(self.names) - set(other.names))
         removed = sorted(set(other.names) - set(self.names))
-        parts = [f"declares {', '.join(added)}, which it does not offer"] if added else []
-        parts += [f"no longer declares {', '.join(removed)}, which it still offers"] if removed else []
+        parts = [f"declares {', '.join(added)}, which {them} does not offer"] if added else []
+        parts += [f"no longer declares {', '.join(removed)}, which {them} still offers"] if removed else []
         return "; ".join(parts) or "declares the same tools with other descriptions, fields or approvals"
 
 
@@ -238,7 +238,7 @@ def web_tools() -> DeclaredTools | None:
 
 def stale_workers(ours: DeclaredTools) -> dict[str, str]:
     """The live workers that offer other tools than `ours` declares, each with what differs."""
-    return {theirs.process: ours.missing_from(theirs) for theirs in workers_tools()
+    return {theirs.process: ours.missing_from(theirs, "the worker") for theirs in workers_tools()
             if theirs.fingerprint != ours.fingerprint}
 
 
@@ -267,7 +267,7 @@ class WorkerTools:
         logger.warning(
             "This worker runs older code than the site: the web process %s, started after it, %s. Restart this "
             "worker (`celery -A %s worker`): a worker loads the project's tools once, when it starts.",
-            web.process, web.missing_from(self.declared), self.app_name,
+            web.process, web.missing_from(self.declared, "this worker"), self.app_name,
         )
 
     def stop(self) -> None:
