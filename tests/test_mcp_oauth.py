@@ -28,6 +28,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_revoke
 from assistant.models import AgentRun
+from assistant.redis_connection import redis_client
 from assistant.tools import tools_for
 from tests.conftest import daphne_on_test_database
 from tracker.models import Project
@@ -40,6 +41,15 @@ REDIRECT = "http://localhost:43210/callback"
 def port(django_db_setup: None, django_db_blocker: Any) -> Iterator[int]:
     with daphne_on_test_database(django_db_blocker) as served:
         yield served
+
+
+@pytest.fixture(autouse=True)
+def registrations_not_counted_yet() -> None:
+    """Each flow registers from this machine's address: earlier runs' registrations of the hour are forgotten,
+    so the site's limit on them (MCP_OAUTH_REGISTRATIONS_PER_HOUR) is not what a test meets."""
+    client = redis_client()
+    for key in client.scan_iter("assistant:oauth-registrations:*"):
+        client.delete(key)
 
 
 class Remembered:
