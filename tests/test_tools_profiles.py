@@ -127,9 +127,10 @@ KIND_CHECKS = {"assistant.I010", "assistant.W013"}
 # The suite's own tools include a read and a write that answer with a plain page, on purpose: what the
 # checks say about unreadable answers (W015, W016) is tested in tests/test_tools_pages.py.
 PAGE_CHECKS = {"assistant.W015", "assistant.W016"}
-# Whether a worker swept in the last 30 s (W022) depends on which tests ran just before, not on any tool;
-# it has tests of its own in tests/test_wiring.py.
-WORKER_CHECKS = {"assistant.W022"}
+# Whether a worker swept in the last 30 s (W022), and whether it offers the tools this test declares (W026: it
+# does not), depend on which tests ran just before; they have tests of their own (tests/test_wiring.py,
+# tests/test_worker_tools.py).
+WORKER_CHECKS = {"assistant.W022", "assistant.W026"}
 
 
 def _check_ids() -> dict[str, list[str]]:
