@@ -41,6 +41,7 @@ from django_mcpz.oauth.conf import LOCAL_HOSTS
 from django_mcpz.oauth.models import URL_MAX_LENGTH, Client
 
 from assistant.redis_connection import redis_client
+from assistant.tools.validation import holds_nul
 
 TIMEOUT_SECONDS = 5.0
 MAX_BYTES = 16 * 1024
@@ -99,9 +100,9 @@ class _Fetched:
     keep_seconds: int
 
 
-def _address(host: str, port: int) -> str:
-    """The address to connect to: every address the host resolves to must be public (under DEBUG, loopback
-    ones are taken too), so that the document's URL cannot reach the site's own network."""
+def _addresses(host: str, port: int) -> list[str]:
+    """The addresses to connect to, in the resolver's order: every address the host resolves to must be public
+    (under DEBUG, loopback ones are taken too), so that the document's URL cannot reach the site's own network."""
     try:
         found = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except OSError:
@@ -110,19 +111,29 @@ def _address(host: str, port: int) -> str:
         address = ipaddress.ip_address(str(sockaddr[0]).partition("%")[0])
         if not (address.is_global or (address.is_loopback and _loopback_allowed())):
             raise DocumentRefused(f"Its host {host} is not on the public internet.")
-    return str(found[0][4][0])
+    return [str(sockaddr[0]) for *_, sockaddr in found]
 
 
 class _PinnedConnection(http.client.HTTPConnection):
-    """A connection to the address checked beforehand, over TLS checked against the host's name when given."""
+    """A connection to one of the addresses checked beforehand (the first that answers, as a browser tries a
+    name's addresses), over TLS checked against the host's name when given."""
 
-    def __init__(self, host: str, port: int, address: str, tls: ssl.SSLContext | None, timeout: float) -> None:
+    def __init__(self, host: str, port: int, addresses: list[str], tls: ssl.SSLContext | None,
+                 timeout: float) -> None:
         super().__init__(host, port, timeout=timeout)
-        self.address, self.tls = address, tls
+        self.addresses, self.tls = addresses, tls
 
     def connect(self) -> None:
-        sock = socket.create_connection((self.address, self.port), self.timeout)
-        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host) if self.tls is not None else sock
+        failed: OSError = OSError(f"no address of {self.host}")
+        for address in self.addresses:
+            try:
+                sock = socket.create_connection((address, self.port), self.timeout)
+            except OSError as refused:
+                failed = refused
+                continue
+            self.sock = self.tls.wrap_socket(sock, server_hostname=self.host) if self.tls is not None else sock
+            return
+        raise failed
 
 
 def _keep_seconds(cache_control: str) -> int:
@@ -154,12 +165,12 @@ def _get(url: str, deadline: float) -> tuple[int, str, _Fetched]:
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    address = _address(host, port)
+    addresses = _addresses(host, port)
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise DocumentRefused(f"It took longer than {TIMEOUT_SECONDS:g} seconds.")
     tls = ssl.create_default_context() if parts.scheme == "https" else None
-    connection = _PinnedConnection(host, port, address, tls, remaining)
+    connection = _PinnedConnection(host, port, addresses, tls, remaining)
     # A socket timeout bounds each read, not the whole answer: a server sending a byte at a time could hold the
     # request for hours. The timer shuts the connection at the deadline instead.
     expired = threading.Event()
@@ -195,10 +206,6 @@ def _get(url: str, deadline: float) -> tuple[int, str, _Fetched]:
         connection.close()
 
 
-def _holds_nul(value: Any) -> bool:
-    return "\x00" in json.dumps(value, ensure_ascii=False)
-
-
 def _checked(body: bytes, url: str) -> dict[str, Any]:
     """The document, if it is one this site takes (see the module's docstring); DocumentRefused says why not."""
     try:
@@ -209,7 +216,7 @@ def _checked(body: bytes, url: str) -> dict[str, Any]:
         raise DocumentRefused("It is not a JSON object.")
     if document.get("client_id") != url:
         raise DocumentRefused("Its client_id is not its own URL.")
-    if _holds_nul(document):
+    if holds_nul(document):
         raise DocumentRefused("It holds a NUL character.")
     name, uris = document.get("client_name"), document.get("redirect_uris")
     if isinstance(name, str) and len(name) > MAX_CLIENT_NAME_CHARS:

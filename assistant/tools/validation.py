@@ -92,7 +92,7 @@ def _value_errors(value: Any, schema: dict[str, Any]) -> str | None:
 NUL_PROBLEM = "must not contain NUL characters"
 
 
-def _holds_nul(value: Any) -> bool:
+def holds_nul(value: Any) -> bool:
     """A NUL anywhere in `value`: in a string, or in a key or item of a list or object at any depth. Walks
     without recursion, so no depth can crash it."""
     stack = [value]
@@ -117,7 +117,7 @@ def nul_errors(arguments: Any) -> dict[str, str]:
     if not isinstance(arguments, dict):
         return {}
     return {str(name).replace("\x00", "\ufffd"): NUL_PROBLEM for name, value in arguments.items()
-            if _holds_nul(name) or _holds_nul(value)}
+            if holds_nul(name) or holds_nul(value)}
 
 
 def validate_arguments(arguments: Any, schema: dict[str, Any]) -> dict[str, str]:
