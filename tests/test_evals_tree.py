@@ -21,10 +21,9 @@ from assistant.evals.models import EvalCase, EvalResult
 from assistant.evals.replays import Candidate, eval_run_start
 from assistant.models import AgentChat, AgentRun
 from assistant.replay import NO_RECORDED_ANSWER
-from assistant.services import chat_send
-from tests.conftest import WorkerProcess, wait_for_run
+from tests.conftest import WorkerProcess
 from tests.fakes.openai_server import FakeOpenAIServer, Reply, openai_stream
-from tests.test_evals_replay import finished, site_rows
+from tests.test_evals_replay import finished, recorded_run, site_data
 from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
@@ -47,8 +46,7 @@ def tree_case(alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIS
     home = Project.objects.create(owner=alice, name="Home")
     fake_openai.queue(*tree_replies(home.pk, asked="Buy milk", created="Buy milk"))
     chat = AgentChat.objects.create(owner=alice, spec="test-asker")
-    asked = chat_send(user=alice, content="add Buy milk to Home", chat_id=chat.pk).run
-    run = wait_for_run(asked.pk, "succeeded")
+    run = recorded_run(alice, "add Buy milk to Home", "openai:fake-gpt", chat_id=chat.pk)
     assert Task.objects.filter(project=home, title="Buy milk").count() == 1  # the recording did it for real
     case, _made = case_add(set_named("tree", create=True), run)
     return case
@@ -66,7 +64,7 @@ def test_a_delegated_run_replays_as_its_tree_and_its_member_runs_no_view(
     recorded_member = asking["member_run"]
     [recorded_create] = [step for step in recorded_member["steps"] if step["kind"] == "tool_call"]
     home = Project.objects.get(name="Home")
-    before, tasks = site_rows(), Task.objects.count()
+    before, tasks = site_data(), Task.objects.count()
     fake_openai.queue(*tree_replies(home.pk, asked="Buy milk", created="Buy milk"))
 
     eval_run = finished(eval_run_start(tree_case.eval_set, [Candidate("same")]))
@@ -82,7 +80,7 @@ def test_a_delegated_run_replays_as_its_tree_and_its_member_runs_no_view(
     create = member.steps.get(kind="tool_call")
     assert (create.tool_name, create.arguments) == ("tracker_task_create", {"project": home.pk, "title": "Buy milk"})
     assert create.result == recorded_create["result"]  # the task the recording made, not a new one
-    assert site_rows() == before and Task.objects.count() == tasks
+    assert site_data() == before and Task.objects.count() == tasks
     # The asker heard the member's answer as in the recording.
     assert replay.steps.get(kind="tool_call").result["status"] == asking["result"]["status"]
 
@@ -98,13 +96,13 @@ def member_deviates(tree_case: EvalCase, fake_openai: FakeOpenAIServer) -> EvalR
 def test_a_member_that_calls_other_arguments_gets_no_recorded_answer_and_creates_nothing(
     tree_case: EvalCase, fake_openai: FakeOpenAIServer
 ) -> None:
-    before = site_rows()
+    before = site_data()
 
     result = member_deviates(tree_case, fake_openai)
 
     create = member_of(result.replay_run).steps.get(kind="tool_call")
     assert (create.result["status"], create.result["took_effect"]) == (NO_RECORDED_ANSWER, False)
-    assert site_rows() == before and not Task.objects.filter(title="Buy eggs").exists()
+    assert site_data() == before and not Task.objects.filter(title="Buy eggs").exists()
     assert result.status == EvalResult.Status.GRADED
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.apps import apps
 from django.test import Client
 
 from assistant.models import AgentStep
@@ -25,6 +24,7 @@ from assistant.services import chat_send
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.sockets import settle
+from tests.tables import models_of, table_rows
 from tracker.models import Comment, Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
@@ -37,16 +37,7 @@ MISSING = 900_000_000
 
 def snapshot() -> dict[str, list[dict[str, Any]]]:
     """Every row of every table the assistant or a tool could touch (many-to-many tables included)."""
-
-    def plain(value: Any) -> Any:
-        return value.tolist() if hasattr(value, "tolist") else value  # pgvector hands back numpy arrays
-
-    return {
-        model._meta.label: [{key: plain(value) for key, value in row.items()}
-                            for row in model._default_manager.order_by("pk").values()]
-        for model in apps.get_models(include_auto_created=True)
-        if model._meta.app_label in SNAPSHOT_APPS
-    }
+    return table_rows(models_of(*SNAPSHOT_APPS))
 
 
 def connect(user: Any) -> Any:
