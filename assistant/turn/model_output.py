@@ -22,6 +22,7 @@ from typing import Any
 
 from assistant.llm import ModelResponse, ToolCall, Usage
 from assistant.models import AgentStep
+from assistant.tools.validation import nul_errors
 
 REPLACEMENT = "\ufffd"
 MAX_NAME_CHARS = AgentStep._meta.get_field("tool_name").max_length or 200
@@ -120,6 +121,11 @@ def recorded_calls(calls: Sequence[ToolCall], *, step_seq: int, taken: set[str])
             problem = (f"There is no tool by that name: tool names are plain text of at most {MAX_NAME_CHARS} "
                        "characters. Call one of the offered tools by its exact name.")
         arguments, unstorable = storable_json(call.arguments)
+        holding_nul = nul_errors(call.arguments)
+        if holding_nul and problem is None:
+            # The rule every channel's tool calls meet (the executor's, MCP's): the arguments named.
+            named = "; ".join(f"{name} {problem_}" for name, problem_ in holding_nul.items())
+            problem = f"The arguments do not fit this tool: {named}. Send the call again without them."
         if unstorable and problem is None:
             problem = f"The arguments contain {unstorable}, which cannot be stored. Send the call again without it."
         call_id = call.id if _PLAIN_ID.fullmatch(call.id) and call.id not in taken else _server_id(

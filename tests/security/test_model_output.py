@@ -64,6 +64,22 @@ def test_a_call_that_cannot_be_stored_is_answered_invalid_and_the_run_goes_on(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.worker
+def test_nul_in_an_argument_is_refused_by_the_rule_every_channel_has_naming_the_argument(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    """The rule MCP and the executor apply (assistant.tools.validation.nul_errors): the model is told which
+    argument holds the NUL, as an invalid call, and nothing is done."""
+    model = script({"tool_calls": [{"name": RECORD, "arguments": {"label": "milk\x00bread"}}]}, {"text": "Sorry."})
+    run = wait_for_run(send(alice, "record something", model).pk, *FINISHED)
+
+    (refused,) = tool_steps(run)
+    assert (refused.result["status"], refused.took_effect) == ("invalid", False)
+    assert "label must not contain NUL characters" in refused.reason, refused.reason
+    assert not Effect.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
 def test_a_call_id_over_200_characters_runs_under_an_id_the_server_made(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
