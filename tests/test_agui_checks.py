@@ -25,7 +25,7 @@ def test_a_missing_package_is_an_error_naming_the_install(monkeypatch: pytest.Mo
     [error] = check_agui(None)
 
     assert error.id == "assistant.E050" and "not installed" in error.msg
-    assert "django-inapp-assistant[ag-ui]" in error.hint
+    assert "/path/to/this/checkout[ag-ui]" in error.hint and "ag-ui-protocol" in error.hint
 
 
 def test_a_version_without_interrupts_or_subagents_is_an_error_naming_what_it_lacks(

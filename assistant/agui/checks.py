@@ -11,7 +11,8 @@ from django.core.checks import CheckMessage, Error, register
 #: What the endpoint uses of `ag_ui.core`, beyond the events every version has.
 NEEDED = ("RunFinishedInterruptOutcome", "ResumeEntry", "SubagentStartedEvent", "SubagentFinishedEvent",
           "SubagentErrorEvent", "PROTOCOL_VERSION")
-INSTALL = "pip install 'django-inapp-assistant[ag-ui]' (the package ag-ui-protocol, 1.0 or newer)"
+INSTALL = ("install the assistant again with its extra [ag-ui], as in the README's Install step (from a checkout: "
+           "pip install '/path/to/this/checkout[ag-ui]'), which brings the package ag-ui-protocol, 1.0 or newer")
 
 
 def protocol_problem() -> str | None:

@@ -25,7 +25,8 @@ def _sdk() -> Any:
     except ImportError as exc:
         raise ModelConfigurationError(
             "The anthropic provider needs the optional extra: "
-            "pip install 'django-inapp-assistant[anthropic]'."
+            "install the assistant again with its extra [anthropic], as in the README's Install step "
+            "(from a checkout: pip install '/path/to/this/checkout[anthropic]')."
         ) from exc
     return anthropic
 

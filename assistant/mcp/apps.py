@@ -18,7 +18,8 @@ class AssistantMcpConfig(AppConfig):
         except ImportError as missing:
             raise ImproperlyConfigured(
                 "assistant.mcp serves MCP with django-mcpz, which is not installed: "
-                "pip install 'django-inapp-assistant[mcp]'."
+                "install the assistant again with its extra [mcp], as in the README's Install step "
+                "(from a checkout: pip install '/path/to/this/checkout[mcp]')."
             ) from missing
         from assistant.authority import TOKEN_CHECKS
         from assistant.mcp import checks  # noqa: F401  (registers the MCP checks)
