@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -42,7 +42,7 @@ from assistant.payloads import (
 )
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
-from assistant.rows import WRITE_ALWAYS, write_together
+from assistant.rows import write_together
 from assistant.selectors import NotFound, run_pending_confirmation
 from assistant.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
 from assistant.signals import request_cancel
@@ -54,6 +54,8 @@ from registry.services import profile_entry_score
 TITLE_MAX_CHARS = 200
 # A new chat's title: the beginning of its first message.
 TITLE_FROM_MESSAGE_CHARS = 80
+# A send past RUNS_PER_MINUTE.
+RATE_LIMITED = "You are sending messages faster than the assistant accepts; wait a minute."
 
 
 class Refused(Exception):
@@ -98,8 +100,9 @@ def chat_send(
     if len(text) > limit:
         raise Refused("message_too_long", f"Messages are limited to {limit} characters; this one has {len(text)}.")
     per_minute = assistant_settings.RUNS_PER_MINUTE
-    if _runs_in_the_last_minute(user.pk, at_most=per_minute) >= per_minute:
-        raise Refused("rate_limited", "You are sending messages faster than the assistant accepts; wait a minute.")
+    since = timezone.now() - timedelta(minutes=1)
+    if _sends_held_runs_counted(user.pk, since=since, at_most=per_minute) >= per_minute:
+        raise Refused("rate_limited", RATE_LIMITED)
     try:  # read before any lock is taken: it goes through the site's middleware as the person
         seen = page_context(user, page, sent_from=sent_from) if page is not None else None
     except BadPage as exc:
@@ -140,8 +143,12 @@ def chat_send(
         config["page"] = seen.as_data()
     run = run_new(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
     message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now)
-    # The new chat (if it is one), the run and the message: one statement.
-    write_together(guard=WRITE_ALWAYS, guard_params=(), inserts=[chat, run, message] if made else [run, message])
+    # The new chat (if it is one), the run and the message: one statement, written only while the person's
+    # runs of the last minute, counted by this statement itself, are fewer than the limit.
+    written = write_together(guard=_under_the_limit_sql(), guard_params=(user.pk, since, per_minute, per_minute),
+                             inserts=[chat, run, message] if made else [run, message])
+    if written.answer is None:  # everything this send did so far is rolled back with its transaction
+        raise Refused("rate_limited", RATE_LIMITED)
     if not made:
         # Marks it the person's current chat (updated_at), and its newest activity is this message.
         chat.last_activity_at = message.created_at
@@ -162,13 +169,26 @@ def _recent_runs_sql() -> str:
             'AND "created_at" >= %s LIMIT %s) AS "recent"')
 
 
-def _runs_in_the_last_minute(user_id: int, *, at_most: int) -> int:
-    """How many runs the person started in the last minute, counting no further than `at_most`: every send
-    asks, and only needs to know whether the limit is reached (one plain statement, not an aggregate query
-    the ORM compiles, nor a count of everything a busy person started)."""
+@functools.cache
+def _under_the_limit_sql() -> str:
+    """The send's guard: a row while the person's runs since the time given are fewer than the limit."""
+    return f'SELECT true AS "answer" WHERE ({_recent_runs_sql()}) < %s'  # noqa: S608 (made here)
+
+
+def _sends_held_runs_counted(user_id: Any, *, since: datetime, at_most: int) -> int:
+    """Hold the person's other sends until this one's transaction ends, and count their runs since `since`, no
+    further than `at_most`: one plain statement, so every send asks at no extra cost.
+
+    The hold makes the limit exact when sends arrive at once (each was counted before any of them wrote):
+    the send's insert is guarded by the same count (`_under_the_limit_sql`), and that statement, begun
+    after the hold was granted, sees every run a send that held it before has committed. The count here is
+    this statement's own, taken as it began, so it may miss one of those: it refuses early, before the
+    page is read and the chat locked, in the usual case, and the guard decides. A transaction-scoped
+    advisory lock, keyed by the person: nothing to release, and no row that anything else waits on."""
     with connection.cursor() as cursor:
-        cursor.execute(_recent_runs_sql(), [user_id, timezone.now() - timedelta(minutes=1), at_most])
-        return int(cursor.fetchone()[0])
+        cursor.execute(f"SELECT pg_advisory_xact_lock(hashtextextended(%s, 0)), ({_recent_runs_sql()})",
+                       [f"assistant.sends:{user_id}", user_id, since, at_most])
+        return int(cursor.fetchone()[1])
 
 
 def _supersede(run: AgentRun) -> None:

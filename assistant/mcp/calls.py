@@ -18,6 +18,7 @@ Either way the step is taken up by one conditional update, so two retries never 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -25,8 +26,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
+from django_mcpz.server import ToolError
 
 from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
@@ -35,6 +38,7 @@ from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_config, run_finish
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
+from assistant.rows import write_together
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
 from assistant.tools.executor import ToolOutcome, execute_tool
@@ -46,8 +50,9 @@ CLIENT_MODEL = "mcp-client"
 WAITING = "Waiting for your approval."
 
 
-class CallRefused(Exception):
-    """The call is not run now; `message` says why, for the client's model (an in-band tool error)."""
+class CallRefused(ToolError):
+    """The call is not run now; `message` says why, for the client's model (an in-band tool error, which is
+    what the server answers when this reaches it)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -72,20 +77,48 @@ def call_digest(name: str, arguments: dict[str, Any]) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
+def _too_many_calls(limit: int) -> CallRefused:
+    return CallRefused(f"This token made {limit} calls in the last minute, the most it may; wait a minute and try "
+                       "again. Nothing was done.")
+
+
 def rate_check(caller: Caller, *, name: str, arguments: dict[str, Any], writes: bool) -> None:
     """The token's calls per minute, and a write repeated identically past the loop's limit: refused,
-    with nothing recorded, before anything else happens."""
+    with nothing recorded, before anything else happens. It sees the runs committed when it asks; `run_open`
+    counts again in the statement that writes the run, which is exact however many calls come at once."""
     since = timezone.now() - timedelta(minutes=1)
     recent = AgentRun.objects.filter(client_token_id=caller.token.pk, created_at__gte=since)
+    # One statement: the token's calls, and (for a write) how many of them were this very call.
+    same_call = Q(config__mcp__call=call_digest(name, arguments))
+    counted = recent.aggregate(calls=Count("pk"), **({"same": Count("pk", filter=same_call)} if writes else {}))
     limit = int(assistant_settings.MCP_CALLS_PER_MINUTE)
-    if recent.count() >= limit:
-        raise CallRefused(f"This token made {limit} calls in the last minute, the most it may; wait a minute "
-                          "and try again. Nothing was done.")
+    if counted["calls"] >= limit:
+        raise _too_many_calls(limit)
+    same = int(assistant_settings.MAX_IDENTICAL_TOOL_CALLS)
+    if writes and counted["same"] >= same:
+        raise CallRefused(f"This exact call was made {same} times in the last minute; it is refused so that "
+                          "a loop does no harm. Nothing was done.")
+
+
+def _token_calls_held(caller: Caller) -> None:
+    """Hold the token's other calls from making their runs until this transaction ends: a transaction-scoped
+    advisory lock, keyed by the token (nothing to release, and no row that anything else waits on)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                       [f"assistant.mcp_calls:{caller.token.pk}"])
+
+
+@functools.cache
+def _within_limits_sql(writes: bool) -> str:
+    """A row while the token's runs since the time given are fewer than its calls' limit, and (for a write)
+    those of this very call fewer than the identical calls' limit: the guard of the run's insert."""
+    table = AgentRun._meta.db_table
+    recent = f'SELECT 1 FROM "{table}" WHERE "client_token_id" = %s AND "created_at" >= %s'  # noqa: S608
+    sql = f'SELECT true AS "answer" WHERE (SELECT count(*) FROM ({recent} LIMIT %s) AS "calls") < %s'  # noqa: S608
     if writes:
-        same = int(assistant_settings.MAX_IDENTICAL_TOOL_CALLS)
-        if recent.filter(config__mcp__call=call_digest(name, arguments)).count() >= same:
-            raise CallRefused(f"This exact call was made {same} times in the last minute; it is refused so that "
-                              "a loop does no harm. Nothing was done.")
+        sql += (f' AND (SELECT count(*) FROM ({recent} AND "config" -> \'mcp\' ->> \'call\' = %s LIMIT %s) '  # noqa: S608
+                'AS "same") < %s')
+    return sql
 
 
 def token_chat(caller: Caller) -> AgentChat:
@@ -122,24 +155,40 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
     config["mcp"] = {"call": call_digest(tool.name, arguments), "token": caller.token.pk}
     waits = bool(summary)
     stored, _problem = storable_json(arguments)
+    writes = tool.kind != "read"
+    calls, same = int(assistant_settings.MCP_CALLS_PER_MINUTE), int(assistant_settings.MAX_IDENTICAL_TOOL_CALLS)
+    since = now - timedelta(minutes=1)
+    limits = [caller.token.pk, since, calls, calls]
+    if writes:
+        limits += [caller.token.pk, since, config["mcp"]["call"], same, same]
     with transaction.atomic():
+        # The token's calls make their runs one at a time, each counting (in the statement that writes its
+        # run, begun after this) every run the ones before it made: the limits hold however many come at
+        # once (`rate_check`, before, refuses early but sees only what was committed when it asked).
+        _token_calls_held(caller)
         chat = token_chat(caller)
-        run = AgentRun.objects.create(
+        run = AgentRun(
             owner=caller.user, chat=chat, spec=caller.token.spec, model=CLIENT_MODEL, config=config,
             channel=Channel.MCP, client_name=caller.token.name, client_token_id=caller.token.pk,
             status=AgentRun.Status.AWAITING_CONFIRMATION if waits else AgentRun.Status.RUNNING,
             started_at=now, clock_started_at=now,
         )
-        message = AgentMessage.objects.create(chat=chat, owner=caller.user, role=AgentMessage.Role.USER,
-                                              content=_asked(tool, caller), run=run)
+        message = AgentMessage(chat=chat, owner=caller.user, role=AgentMessage.Role.USER,
+                               content=_asked(tool, caller), run=run)
+        chat.last_activity_at = message.created_at
+        # The run, its message and the chat's newest activity: one statement, written only within the limits.
+        written = write_together(guard=_within_limits_sql(writes), guard_params=limits, inserts=[run, message],
+                                 updates=[(chat, ["last_activity_at"])])
+        if written.answer is None:
+            # Over a limit: which one, in words (counted now, so as the guard counted); nothing was written.
+            rate_check(caller, name=tool.name, arguments=arguments, writes=writes)
+            raise _too_many_calls(calls)
         step = AgentStep.objects.create(
             run=run, seq=1, kind=AgentStep.Kind.TOOL_CALL, tool_name=tool.name, call_id=f"mcp-{run.pk}",
             arguments=stored,
             state=AgentStep.State.AWAITING_CONFIRMATION if waits else AgentStep.State.STARTED,
             reason=WAITING if waits else "", summary=summary,
         )
-        AgentChat.objects.filter(pk=chat.pk).update(last_activity_at=message.created_at)
-        chat.last_activity_at = message.created_at
         publish_to_user(caller.user.pk, run_event("assistant.sent", run, chat=chat_payload(chat, latest=message),
                                                   message=message_payload(message), run=run_payload(run)))
         publish_to_user(caller.user.pk, run_event("assistant.step", run, step=step_payload(step)))
