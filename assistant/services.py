@@ -164,8 +164,12 @@ def chat_send(
 
 @functools.cache
 def _recent_runs_sql() -> str:
+    """The person's sends since a time: the top runs of their panel (and page) chats. The members a request
+    asks, the calls of their own agent (limited per token) and the runs an eval replays as them are not
+    messages they sent."""
     table = AgentRun._meta.db_table
     return (f'SELECT count(*) FROM (SELECT 1 FROM "{table}" WHERE "owner_id" = %s '  # noqa: S608 (the model's table)
+            f"AND \"parent_id\" IS NULL AND \"channel\" = '{Channel.PANEL.value}' "
             'AND "created_at" >= %s LIMIT %s) AS "recent"')
 
 
