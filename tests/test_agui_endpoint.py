@@ -18,7 +18,6 @@ import json
 import secrets
 import string
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +46,7 @@ from pydantic import TypeAdapter
 
 from assistant.agui.models import AguiRun
 from assistant.mcp.tokens import token_create, token_revoke
-from assistant.models import AgentRun, AgentStep
+from assistant.models import AgentChat, AgentRun, AgentStep
 from tests.browser.harness import write_model_script
 from tests.conftest import WorkerProcess, daphne_on_test_database, wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
@@ -336,6 +335,75 @@ def test_a_read_a_write_and_an_approval_stream_as_ag_ui_and_the_resume_runs_the_
     assert AgentRun.objects.count() == 1
 
 
+def test_a_resume_under_the_interrupted_runs_own_run_id_is_an_answer_and_given_once(
+    port: int, model: Callable[..., None], celery_worker: WorkerProcess, alice: Any
+) -> None:
+    """CopilotKit's useInterrupt resumes with the runId of the run that asked, the thread's messages as it
+    holds them, and `resume`: an answer, not a re-attach to that run."""
+    garden = Project.objects.create(owner=alice, name="Garden")
+    model({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": garden.pk}}]},
+          {"text": "Deleted the project Garden."})
+    person = browser(alice)
+    asked = post(port, run_input("t-own", "r-own", said("Delete Garden", "u-own")), person.headers())
+    [question] = interrupted(asked)
+    answer = run_input("t-own", "r-own", said("Delete Garden", "u-own"), resume=[
+        {"interrupt_id": question.id, "status": "resolved", "payload": {"approve": True}}])
+
+    answered = post(port, answer, person.headers())
+
+    verified(answered.events)
+    started = answered.events[0]
+    assert (started.run_id, started.metadata["mode"]) == ("r-own", "resumed")
+    assert not answered.of(EventType.MESSAGES_SNAPSHOT)  # the client holds the thread: nothing is said again
+    assert results(answered)[question.tool_call_id]["took_effect"] is True
+    assert text_of(answered) == "Deleted the project Garden."
+    assert succeeded(answered).result == {"reply": "Deleted the project Garden."}
+    assert not Project.objects.filter(pk=garden.pk).exists()
+    step = AgentStep.objects.get(tool_name="tracker_project_delete")
+    assert (step.confirmation, step.took_effect) == ("approved", True)
+
+    # The same answer sent again under the same runId: refused as already answered, and nothing runs twice.
+    Project.objects.create(pk=garden.pk, owner=alice, name="Garden")
+    again = post(port, answer, person.headers())
+    assert [event.type for event in again.events] == [EventType.RUN_ERROR]
+    assert again.last.code == "stale_confirmation" and "without resume" in again.last.message
+    assert Project.objects.filter(pk=garden.pk).exists()
+    assert AgentStep.objects.filter(tool_name="tracker_project_delete", took_effect=True).count() == 1
+    # Without `resume`, the runId re-attaches to its run, as recorded.
+    reload = post(port, run_input("t-own", "r-own", said("Delete Garden", "u-own")), person.headers())
+    verified(reload.events)
+    assert reload.events[0].metadata["mode"] == "attached" and succeeded(reload)
+
+    # The thread goes on: the person's next message is a new run of the same chat.
+    model({"text": "Nothing else is waiting."})
+    following = post(port, run_input("t-own", "r-next", said("Delete Garden", "u-own"), said("Anything else?")),
+                     person.headers())
+    assert text_of(following) == "Nothing else is waiting." and succeeded(following)
+    assert AgentRun.objects.count() == 2
+    assert AgentRun.objects.filter(status="succeeded").count() == 2
+    assert AguiRun.objects.filter(run_id="r-own").count() == 1
+
+
+def test_a_declined_resume_under_the_interrupted_runs_own_run_id_runs_nothing(
+    port: int, model: Callable[..., None], celery_worker: WorkerProcess, alice: Any
+) -> None:
+    garden = Project.objects.create(owner=alice, name="Garden")
+    model({"tool_calls": [{"name": "tracker_project_delete", "arguments": {"pk": garden.pk}}]},
+          {"text": "I left Garden alone."})
+    person = browser(alice)
+    [question] = interrupted(post(port, run_input("t-no", "r-no", said("Delete Garden", "u-no")),
+                                  person.headers()))
+
+    declined = post(port, resume("t-no", "r-no", question.id, approve=False), person.headers())
+
+    verified(declined.events)
+    assert declined.events[0].metadata["mode"] == "resumed"
+    assert results(declined)[question.tool_call_id]["took_effect"] is False
+    assert text_of(declined) == "I left Garden alone." and succeeded(declined)
+    assert Project.objects.filter(pk=garden.pk).exists()
+    assert AgentStep.objects.get(tool_name="tracker_project_delete").confirmation == "denied"
+
+
 def test_a_reload_is_a_messages_snapshot_of_the_thread_named_as_the_stream_named_it(
     port: int, model: Callable[..., None], celery_worker: WorkerProcess, alice: Any
 ) -> None:
@@ -380,9 +448,8 @@ def test_a_client_that_goes_away_mid_run_gets_the_rest_on_the_same_run_id_nothin
     cut = post(port, body, person.headers(), until=lambda event: isinstance(event, ToolCallResultEvent))
     assert isinstance(cut.last, ToolCallResultEvent)
     assert json.loads(cut.last.content)["data"]["recorded"] == "one"
-    # The run goes on without it, in the worker.
-    time.sleep(0.5)
-    assert AgentRun.objects.get().status in ("queued", "running")
+    # The run goes on without it, in the worker: its next step starts with nobody listening.
+    wait_for(lambda: AgentStep.objects.filter(tool_name="test_wait").exists(), what="the run's next tool call")
 
     back = post(port, body, person.headers())
 
@@ -418,7 +485,7 @@ def test_a_second_post_while_the_run_works_attaches_to_it_and_a_new_message_is_r
         port, run_input("t-two", "r-a", said("Wait", "u-a")), person.headers())))
     first.start()
     try:
-        time.sleep(1.0)
+        wait_for(lambda: AgentStep.objects.filter(tool_name="test_wait").exists(), what="the run's tool call")
         # A new message meanwhile: the panel's rule, one run at a time in a chat.
         other = post(port, run_input("t-two", "r-c", said("Wait", "u-a"), said("And now?", "u-c")),
                      person.headers())
@@ -566,6 +633,24 @@ def test_a_read_only_token_cannot_approve_an_interrupt(
     assert refused.last.code == "read_only"
     assert Project.objects.filter(pk=garden.pk).exists()
     assert AgentRun.objects.get().status == "awaiting_confirmation"
+
+
+def test_a_read_only_token_cannot_talk_to_an_assistant_that_hands_work_to_members(
+    port: int, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, alice: Any
+) -> None:
+    """A member's run takes its own spec's profile, not the token's read-only narrowing: such a thread is
+    refused before anything is stored, even when the request would only read."""
+    made = token_create(owner=alice, name="Careful", spec="test-asker", read_only=True)
+    fake_openai.queue(openai_stream(["You have no tasks."]))
+
+    refused = post(port, run_input("t-ro-tree", "r-1", said("what are my tasks?")), bearer(made.secret))
+
+    assert refused.status == 200
+    assert [event.type for event in refused.events] == [EventType.RUN_ERROR]
+    assert refused.last.code == "read_only" and "members" in refused.last.message
+    assert not AgentRun.objects.exists() and not AguiRun.objects.exists()
+    assert not AgentChat.objects.filter(owner=alice).exists()
+    assert fake_openai.requests == []
 
 
 def test_revoking_a_token_ends_its_run_that_waits_for_an_approval(

@@ -3,9 +3,12 @@ database thread each (the stream holds no connection between them).
 
 `begin` decides what a `RunAgentInput` asks for (docs/ag-ui.md, "Runs"), in one transaction:
 
-- a `runId` the person posted before re-attaches to the run it followed; nothing new is started;
 - `resume` answers the interrupts of a paused run through `assistant.services.run_confirm`, the panel's own
-  answer (a stale or forged interrupt id is refused there, and nothing changes); the run goes on in a worker;
+  answer (a stale or forged interrupt id is refused there, and nothing changes); the run goes on in a worker.
+  Whatever its `runId`: a client may resume under the runId of the run that asked (CopilotKit does), and an
+  answer given once is refused the second time, never given twice;
+- a `runId` the person posted before, without `resume`, re-attaches to the run it followed; nothing new is
+  started;
 - a new message of the person (the input's last message, a `user` message the thread has not sent before)
   is `assistant.services.chat_send`, the panel's own send: stored, one active run per chat, queued for the
   worker, every rule of the panel included;
@@ -143,7 +146,7 @@ def _resume_answers(resume: list[ResumeEntry]) -> list[tuple[int, bool, str]]:
     return answers
 
 
-def _resume(caller: Caller, inp: RunAgentInput, chat: AgentChat | None) -> Begun:
+def _resume(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, *, new_run_id: bool) -> Begun:
     if chat is None:
         raise NotFound("No interrupt waits in this thread.")
     answers = _resume_answers(inp.resume or [])
@@ -168,10 +171,22 @@ def _resume(caller: Caller, inp: RunAgentInput, chat: AgentChat | None) -> Begun
     for step_id, approve, comment in answers:
         # The panel's answer, with its rules: the step must be the one its run waits on now, else
         # `stale_confirmation`, and nothing changes (the transaction this runs in rolls every answer back).
-        services.run_confirm(user=user, run_id=steps[step_id].run_id, step_id=step_id, approve=approve,
-                             comment=comment)
-    AguiRun.objects.create(owner=user, thread_id=inp.thread_id, run_id=inp.run_id, chat=chat, assistant_run_id=top,
-                           kind=AguiRun.Kind.RESUMED, token_id=caller.token.pk if caller.token else None)
+        try:
+            services.run_confirm(user=user, run_id=steps[step_id].run_id, step_id=step_id, approve=approve,
+                                 comment=comment)
+        except Refused as refused:
+            if refused.code != "stale_confirmation":
+                raise
+            # A resume sent again (its stream was lost, say) lands here too, and the client's pending interrupt
+            # stays: the way on is to read the run as the first answer left it.
+            raise Refused(refused.code, f"{refused.message} To see the run as it is, post the same input again "
+                                        "without resume.") from refused
+    if new_run_id:
+        AguiRun.objects.create(owner=user, thread_id=inp.thread_id, run_id=inp.run_id, chat=chat,
+                               assistant_run_id=top, kind=AguiRun.Kind.RESUMED,
+                               token_id=caller.token.pk if caller.token else None)
+    # Else the runId is the one of the run that asked (or another of the thread's): its row stays as it is, and
+    # posted again without `resume` it re-attaches to the run it names.
     return Begun(mode="resumed", chat_id=chat.pk, top_run_id=top, state=before,
                  answered=frozenset(step_id for step_id, _, _ in answers))
 
@@ -234,17 +249,21 @@ def begin(caller: Caller, inp: RunAgentInput) -> Begun:
         known = AguiRun.objects.for_user(user).filter(run_id=inp.run_id).select_related("chat").first()
         if known is None and AguiRun.objects.filter(owner=user, run_id=inp.run_id).exists():
             raise NotFound("That run's conversation was deleted.")
+        if known is not None and known.thread_id != inp.thread_id:
+            raise Refused("bad_request", "That runId belongs to another threadId.")
+        if inp.resume:
+            # An answer, whatever its runId: read first, since a client may resume under the runId of the run
+            # that asked, which would otherwise re-attach to the question and answer nothing.
+            chat = thread_chat(user, inp.thread_id)
+            _check_token_may(caller, chat)
+            if _new_message(user, inp) is not None:
+                raise BadResume("bad_request", "A resume answers the interrupts; send a new message in the run after.")
+            return _resume(caller, inp, chat, new_run_id=known is None)
         if known is not None:
-            if known.thread_id != inp.thread_id:
-                raise Refused("bad_request", "That runId belongs to another threadId.")
             _check_token_may(caller, known.chat)
             return _attach(user, known.chat, known.assistant_run_id)
         chat = thread_chat(user, inp.thread_id)
         _check_token_may(caller, chat)
-        if inp.resume:
-            if _new_message(user, inp) is not None:
-                raise BadResume("bad_request", "A resume answers the interrupts; send a new message in the run after.")
-            return _resume(caller, inp, chat)
         message = _new_message(user, inp)
         if message is not None:
             return _send(caller, inp, chat, message)
