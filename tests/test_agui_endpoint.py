@@ -348,6 +348,9 @@ def test_a_resume_under_the_interrupted_runs_own_run_id_is_an_answer_and_given_o
     [question] = interrupted(asked)
     answer = run_input("t-own", "r-own", said("Delete Garden", "u-own"), resume=[
         {"interrupt_id": question.id, "status": "resolved", "payload": {"approve": True}}])
+    # The runId names its thread still: under another threadId the answer is refused, and nothing is answered.
+    elsewhere = post(port, {**answer, "threadId": "t-other"}, person.headers())
+    assert elsewhere.last.code == "bad_request" and Project.objects.filter(pk=garden.pk).exists()
 
     answered = post(port, answer, person.headers())
 

@@ -10,7 +10,7 @@ connection back to the pool when it returns: a thousand streams waiting on their
 
 The stream ends with the run (RUN_FINISHED, or RUN_ERROR), or when the run pauses for the person (RUN_FINISHED
 with the interrupt outcome). The client going away ends it too (Django cancels the response); the run goes on
-in its worker, and the same `runId` posted again re-attaches to it.
+in its worker, and the same `runId` posted again (without `resume`) re-attaches to it.
 """
 
 from __future__ import annotations
