@@ -70,6 +70,11 @@ DEFAULTS: dict[str, Any] = {
     # not say (its `plan_approval`): "never", "when_destructive" (a plan with a destructive step) or "always".
     # An approved plan's destructive steps still each ask first, as any destructive call does.
     "PLAN_APPROVAL": "when_destructive",
+    # What a run that read text written by anyone but the person does before an effect, for a spec that does
+    # not say (its `containment`): "approve" (each write waits for the person's approval, showing what it
+    # will write), "refuse" (writes are refused) or "allow" (for a spec that never meets other people's
+    # text). A destructive call asks whatever this says (assistant/tools/provenance.py).
+    "CONTAINMENT": "approve",
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,

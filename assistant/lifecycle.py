@@ -53,6 +53,7 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
     s = assistant_settings
     spec = spec or s.SPEC
     own: dict[str, Any] = {"model": s.MODEL, "instructions": s.INSTRUCTIONS, "plan_approval": s.PLAN_APPROVAL,
+                           "containment": s.CONTAINMENT,
                            "max_model_calls": s.MAX_MODEL_CALLS,
                            "max_tool_calls": s.MAX_TOOL_CALLS, "max_wall_seconds": s.MAX_WALL_SECONDS,
                            "max_tokens_per_run": s.MAX_TOKENS_PER_RUN}
@@ -65,6 +66,7 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
     else:
         profile = seat.profile.name
         own.update(model=seat.model, instructions=seat.instructions, plan_approval=seat.plan_approval,
+                   containment=seat.containment,
                    **{key: _as_setting(value) for key, value in seat.limits.items()})
     return {
         **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
@@ -163,6 +165,8 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
         owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent, channel=parent.channel,
         root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, model=str(config["model"]),
         config=config,
+        # What its asker read, it has read too: its task may carry it (assistant/turn/confirmation.py).
+        others_text=list(parent.others_text or []),
         session_digest=parent.session_digest, session_sealed=parent.session_sealed,
         client_address=parent.client_address, client_origin=parent.client_origin,
     )

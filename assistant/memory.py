@@ -52,9 +52,11 @@ MEMORY_INDEX_MIN_ROWS = 5_000
 MEMORY_INDEX_EF_SEARCH = 200
 
 
-def memory_recall(*, owner: Any, spec: str, vector: list[float], embedder: str, limit: int) -> list[str]:
+def memory_recall(*, owner: Any, spec: str, vector: list[float], embedder: str, limit: int,
+                  others_text: list[dict[str, Any]] | None = None) -> list[str]:
     """The contents of the owner's `limit` memories closest to `vector` (an embedding of what was asked by
-    the embedder named `embedder`), among those that embedder made."""
+    the embedder named `embedder`), among those that embedder made. `others_text`, when given, is extended
+    with the text by others each recalled memory carries (what the run that saved it had read)."""
     if limit <= 0 or not vector or not embedder:
         return []
     dims = len(vector)
@@ -62,7 +64,7 @@ def memory_recall(*, owner: Any, spec: str, vector: list[float], embedder: str, 
     owner_id = owner if isinstance(owner, int) else owner.pk
     if memory_index_name(owner_id=owner_id, spec=spec, embedder=embedder, dims=dims) not in _ready_indexes():
         exact = rows.annotate(distance=CosineDistance("embedding", vector)).order_by("distance", "-id")
-        return list(exact.values_list("content", flat=True)[:limit])
+        return _recalled(exact.values_list("content", "others_text")[:limit], others_text)
     # The very expression the index is built on, and nothing after it in ORDER BY: else no index scan.
     nearest = rows.annotate(
         distance=CosineDistance(Cast("embedding", VectorField(dimensions=dims)), vector)
@@ -73,19 +75,30 @@ def memory_recall(*, owner: Any, spec: str, vector: list[float], embedder: str, 
         # The index is there because a sort of all these rows is slow, whatever the statistics say: an owner
         # who just became heavy is still "a few rows" to the planner until the table is analysed again.
         cursor.execute("SET LOCAL enable_sort = off")
-        recalled = list(nearest.values_list("content", flat=True)[:limit])
+        recalled = _recalled(nearest.values_list("content", "others_text")[:limit], others_text)
         if in_callers_transaction:  # SET LOCAL lasts until the caller's transaction ends: not past this query
             cursor.execute("SET LOCAL hnsw.ef_search TO DEFAULT")
             cursor.execute("SET LOCAL enable_sort TO DEFAULT")
         return recalled
 
 
-def memory_remember(*, owner: Any, spec: str, content: str, vector: list[float], embedder: Embedder) -> AgentMemory:
+def _recalled(rows: Any, others_text: list[dict[str, Any]] | None) -> list[str]:
+    contents = []
+    for content, carried in rows:
+        contents.append(content)
+        if others_text is not None and carried:
+            others_text.extend(carried)
+    return contents
+
+
+def memory_remember(*, owner: Any, spec: str, content: str, vector: list[float], embedder: Embedder,
+                    others_text: list[dict[str, Any]] | None = None) -> AgentMemory:
     """Store one exchange under `vector`, the embedding of what was asked: a later question is matched
     against earlier questions, which is what recall compares, and the turn embeds only once. The memory
-    that takes its owner past `MEMORY_INDEX_MIN_ROWS` (of this spec and embedder) asks for their index."""
+    that takes its owner past `MEMORY_INDEX_MIN_ROWS` (of this spec and embedder) asks for their index.
+    `others_text`: the text by others the run had read, which whoever recalls the memory reads too."""
     memory = AgentMemory.objects.create(owner=owner, spec=spec, content=content, embedding=vector,
-                                        embedder=embedder.name)
+                                        embedder=embedder.name, others_text=others_text or [])
     owner_id, name, dims = memory.owner_id, embedder.name, memory.dims
     # Asked again while it is being built, or after a build failed: the task sorts that out (one at a time).
     if memory_index_name(owner_id=owner_id, spec=spec, embedder=name, dims=dims) not in _ready_indexes() and (

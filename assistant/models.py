@@ -185,6 +185,9 @@ class AgentRun(models.Model):
     # The settings the run was started with (model, limits, embedder, tool scope): a run obeys the
     # configuration it was queued under, whichever worker picks it up.
     config = models.JSONField(default=dict, blank=True)
+    # Text written by anyone but the person that this run has read (assistant/tools/provenance.py): who wrote
+    # it and where it was read, the step that read it. Not empty: the run asks the person before any effect.
+    others_text = models.JSONField(default=list, blank=True)
     cancel_requested = models.BooleanField(default=False)
     # The worker holding the run: it renews the lease while alive; an expired lease means it died.
     lease_owner = models.CharField(max_length=200, blank=True)
@@ -303,6 +306,11 @@ class AgentStep(models.Model):
         help_text="For a tool call that asks the person first: what it will do, in words, naming objects as they "
         "see them (set when the step starts waiting).",
     )
+    containment = models.JSONField(
+        null=True, blank=True,
+        help_text="For a write that asks the person because the run read text someone else wrote: why, in words, "
+        "and whose text it read (set when the step starts waiting).",
+    )
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
@@ -414,6 +422,8 @@ class AgentMemory(models.Model):
     embedding = VectorField()
     dims = models.PositiveIntegerField()
     embedder = models.CharField(max_length=200)
+    # Text by others the run that saved it had read: a run that recalls it has read it too.
+    others_text = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = OwnedQuerySet.as_manager()

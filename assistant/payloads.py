@@ -90,7 +90,7 @@ def step_payload(step: AgentStep) -> dict[str, Any]:
         "id": step.pk, "run_id": step.run_id, "seq": step.seq, "kind": step.kind, "state": step.state,
         "tool_name": step.tool_name, "call_id": step.call_id, "arguments": step.arguments, "result": step.result,
         "took_effect": step.took_effect, "reason": step.reason, "confirmation": step.confirmation,
-        "summary": step.summary or None,
+        "summary": step.summary or None, "containment": step.containment,
         "usage": {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens},
         "duration_ms": step.duration_ms, "created_at": _time(step.created_at),
         "changes": step_changes(step),

@@ -1,11 +1,18 @@
 """The tracker's assistant tools. Its views declare themselves with `@tool` (importing them registers
-them); reads of its models are declared here, each limited to what the user can see."""
+them); reads of its models are declared here, each limited to what the user can see, and so is who writes
+each model's text (every read, view tool and page context of the model uses it)."""
 
 from __future__ import annotations
 
-from assistant.tools import readable
+from assistant.tools import authored, readable
 from tracker import views  # noqa: F401  (the @tool declarations on the views)
 from tracker.models import Comment, Project, Task
+
+# A project's name and description: only its owner may change them. A task's title and description: anyone in
+# its project (its owner and members may all edit it). A comment: its author.
+authored(Project, by="owner")
+authored(Task, by=["project__owner", "project__members"])
+authored(Comment, by="author")
 
 readable(
     Project,

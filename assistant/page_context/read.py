@@ -33,6 +33,9 @@ class PageContext:
     id: Any
     name: str
     fields: dict[str, Any] = field(default_factory=dict)
+    # Text in `fields` written by anyone but the person (assistant/tools/provenance.py): a run asked from
+    # this page has read it.
+    others_text: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def about(self) -> str:
@@ -46,7 +49,7 @@ class PageContext:
 
     def as_data(self) -> dict[str, Any]:
         return {"path": self.path, "model": self.model, "kind": self.kind, "id": self.id, "label": self.label,
-                "fields": self.fields}
+                "fields": self.fields, "others_text": self.others_text}
 
     @classmethod
     def from_data(cls, data: Any) -> PageContext | None:
@@ -54,8 +57,10 @@ class PageContext:
         if not isinstance(data, dict) or not isinstance(data.get("fields"), dict):
             return None
         fields = data["fields"]
+        carried = data.get("others_text")
         return cls(path=str(data.get("path") or ""), model=str(data.get("model") or ""),
-                   kind=str(data.get("kind") or ""), id=data.get("id"), name=_name_of(fields), fields=fields)
+                   kind=str(data.get("kind") or ""), id=data.get("id"), name=_name_of(fields), fields=fields,
+                   others_text=carried if isinstance(carried, list) else [])
 
 
 def _name_of(fields: dict[str, Any]) -> str:
@@ -71,19 +76,29 @@ def _reads_of(subject: PageSubject) -> list[ReadTool]:
             if isinstance(definition, ReadTool) and definition.model is subject.model]
 
 
-def _read_fields(user: Any, subject: PageSubject, sent_from: SentFrom | None) -> dict[str, Any] | None:
+#: Where a run read what the page it was asked from shows.
+ON_THE_PAGE = "the page you asked from"
+
+
+def _read_fields(user: Any, subject: PageSubject, sent_from: SentFrom | None
+                 ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The page's object's declared fields as `user` may read them, and whose text they carry; None."""
     for definition in _reads_of(subject):
         outcome = read_rows(user, definition, {subject.lookup: subject.value}, sent_from=sent_from)
         rows = (outcome.data or {}).get("results") if outcome.status == "data" else None
         if rows:
-            return dict(rows[0])
+            return dict(rows[0]), _on_the_page(outcome.others_text)
     own = _declared_on(subject.view)
     if isinstance(own, ViewTool) and own.kind == "read" and own.fields:
         outcome = execute_tool(user, own.name, subject.url_kwargs, spec=ANY_TOOL, profile="restricted",
                                sent_from=sent_from)
         if outcome.status == "data" and isinstance(outcome.data, dict) and "results" not in outcome.data:
-            return dict(outcome.data)
+            return dict(outcome.data), _on_the_page(outcome.others_text)
     return None
+
+
+def _on_the_page(sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**source, "where": ON_THE_PAGE} for source in sources]
 
 
 def page_context(user: Any, page: Any, *, sent_from: SentFrom | None = None) -> PageContext | None:
@@ -92,9 +107,10 @@ def page_context(user: Any, page: Any, *, sent_from: SentFrom | None = None) -> 
     subject = page_subject(page)
     if subject is None:
         return None
-    fields = _read_fields(user, subject, sent_from)
-    if fields is None:
+    found = _read_fields(user, subject, sent_from)
+    if found is None:
         return None
+    fields, others = found
     object_id = fields.get("id", fields.get("pk", subject.value))
     return PageContext(path=subject.path, model=subject.label_model, kind=subject.kind, id=object_id,
-                       name=_name_of(fields), fields=fields)
+                       name=_name_of(fields), fields=fields, others_text=others)

@@ -15,9 +15,8 @@ from urllib.parse import unquote, urlsplit
 
 from django.db import models
 from django.urls import Resolver404, resolve
-from django.views.generic.detail import SingleObjectMixin
 
-from assistant.tools.shows import shown_by
+from assistant.tools.shows import shown_object
 
 #: Longer than any path a browser keeps in its address bar for a page of the site.
 MAX_PATH_CHARS = 2000
@@ -61,22 +60,6 @@ def clean_path(page: Any) -> str:
     return unquote(parts.path)
 
 
-def _single_object(view_class: type, kwargs: dict[str, Any]) -> tuple[type[models.Model], str, Any] | None:
-    model = getattr(view_class, "model", None)
-    queryset = getattr(view_class, "queryset", None)
-    if model is None and queryset is not None:
-        model = queryset.model
-    if model is None:
-        return None
-    pk_kwarg = getattr(view_class, "pk_url_kwarg", "pk")
-    slug_kwarg = getattr(view_class, "slug_url_kwarg", "slug")
-    if pk_kwarg in kwargs:
-        return model, "pk", kwargs[pk_kwarg]
-    if slug_kwarg in kwargs:
-        return model, str(getattr(view_class, "slug_field", "slug")), kwargs[slug_kwarg]
-    return None
-
-
 def page_subject(page: Any) -> PageSubject | None:
     """The object the page at `page` shows, or None when it shows none (or is no page of the site).
     Raises BadPage for what is not a path at all."""
@@ -85,16 +68,7 @@ def page_subject(page: Any) -> PageSubject | None:
         match = resolve(path)
     except Resolver404:
         return None
-    declared = shown_by(match.func)
-    if declared is not None:
-        if declared.kwarg not in match.kwargs:
-            return None
-        return PageSubject(path, declared.model, declared.lookup, match.kwargs[declared.kwarg], dict(match.kwargs),
-                           match.func)
-    view_class = getattr(match.func, "view_class", None)
-    if view_class is None or not issubclass(view_class, SingleObjectMixin):
-        return None
-    found = _single_object(view_class, match.kwargs)
+    found = shown_object(match.func, match.kwargs)
     if found is None:
         return None
     model, lookup, value = found

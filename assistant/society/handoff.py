@@ -178,6 +178,11 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
                        reason=f"The member “{child.spec}” could not finish: {why}")
     if problems:
         outcome["problems"] = problems
+    if child.others_text:
+        # Its answer may carry what it read: the asker has read it too (assistant/tools/provenance.py).
+        outcome["others_text"] = [{**{key: value for key, value in source.items() if key != "step"},
+                                   "where": f"{child.spec}: {source.get('where') or 'its answer'}"}
+                                  for source in child.others_text]
     return outcome
 
 

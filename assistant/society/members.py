@@ -7,11 +7,12 @@
 - `limits`: its own `max_model_calls`, `max_tool_calls`, `max_wall_seconds`, `max_tokens_per_run`, each at
   most the global setting of the same name (which applies to whatever a spec leaves out);
 - `delegates`: the specs it may hand work to. Its way back, when it cannot go on, is to whoever asked it;
-- `plan_approval`: when a plan of its runs waits for the person's approval (`PLAN_APPROVALS`).
+- `plan_approval`: when a plan of its runs waits for the person's approval (`PLAN_APPROVALS`);
+- `containment`: what its runs do before an effect once they read text someone else wrote (`CONTAINMENTS`).
 
 A project that declares no delegates has one assistant, as before; a spec with none of the new keys works
-as it always did. `member_problems()` is what `manage.py check` reports (assistant.E030–E034, E036, W030; the delegation
-tools' names, E035, are checked beside it in `assistant/society/checks.py`).
+as it always did. `member_problems()` is what `manage.py check` reports (assistant.E030–E034, E036, E037,
+W030; the delegation tools' names, E035, are checked beside it in `assistant/society/checks.py`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ from assistant.tools.offer import PROFILES, PermissionProfile, ToolScope, resolv
 
 #: Every key a spec may declare ("profile" is the older spelling of "permission_profile").
 SPEC_KEYS = frozenset({"tools", "permission_profile", "profile", "role", "instructions", "model", "limits",
-                       "delegates", "plan_approval"})
+                       "delegates", "plan_approval", "containment"})
 #: When a plan waits for the person's approval before anything of it is done (assistant/plans/): never; when
 #: it has a destructive step (the default); always.
 PLAN_APPROVALS = ("never", "when_destructive", "always")
+#: What a run that read text written by anyone but the person does before an effect: ask the person first
+#: (the default), refuse it, or let it be (a spec that never meets other people's text).
+CONTAINMENTS = ("approve", "refuse", "allow")
 #: The limits a spec may set for itself, each named as the run keeps it (the global setting, lower-cased).
 LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_tokens_per_run")
 
@@ -45,6 +49,7 @@ class Member:
     delegates: tuple[str, ...]
     scope: ToolScope = field(hash=False)
     plan_approval: str = "when_destructive"
+    containment: str = "approve"
 
     @property
     def profile(self) -> PermissionProfile:
@@ -96,6 +101,7 @@ def member(name: str | None = None) -> Member:
         delegates=tuple(str(delegate) for delegate in delegates) if isinstance(delegates, list | tuple) else (),
         scope=resolve_scope(name),
         plan_approval=str(declared.get("plan_approval") or assistant_settings.PLAN_APPROVAL),
+        containment=str(declared.get("containment") or assistant_settings.CONTAINMENT),
     )
 
 
@@ -137,6 +143,9 @@ def _shape_problems(name: str, spec: Any) -> list[Problem]:
     if "plan_approval" in spec and spec["plan_approval"] not in PLAN_APPROVALS:
         problems.append(Problem("assistant.E036", f"{where}['plan_approval'] is {spec['plan_approval']!r}.",
                                 f"Choose one of: {', '.join(PLAN_APPROVALS)} (when_destructive by default)."))
+    if "containment" in spec and spec["containment"] not in CONTAINMENTS:
+        problems.append(Problem("assistant.E037", f"{where}['containment'] is {spec['containment']!r}.",
+                                f"Choose one of: {', '.join(CONTAINMENTS)} (approve by default)."))
     delegates = spec.get("delegates", [])
     if not isinstance(delegates, list | tuple) or not all(isinstance(item, str) for item in delegates):
         problems.append(Problem("assistant.E030", f"{where}['delegates'] must be a list of spec names.",

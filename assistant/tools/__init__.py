@@ -1,7 +1,8 @@
 """Assistant tools: the app's own views and model reads, fired as the signed-in user.
 
 Declare with `@tool(...)` on a view or `readable(Model, fields=..., scope=...)` in an app's
-`assistant_tools.py`; offer with `tools_for(user, spec)`; run with `execute_tool(user, name, args)`.
+`assistant_tools.py`, and who writes a model's text with `authored(Model, by=...)`;
+offer with `tools_for(user, spec)`; run with `execute_tool(user, name, args)`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from assistant.tools.declarations import ReadTool, ViewTool, readable, tool
 from assistant.tools.executor import STATUSES, ToolOutcome, execute_tool
 from assistant.tools.offer import PROFILES, PermissionProfile, Tool, ToolScope, resolve_scope, tools_for
+from assistant.tools.provenance import authored
 from assistant.tools.registry import (
     AlreadyRegistered,
     NotRegistered,
@@ -29,6 +31,7 @@ __all__ = [
     "ToolOutcome",
     "ToolScope",
     "ViewTool",
+    "authored",
     "autodiscover",
     "execute_tool",
     "readable",

@@ -35,16 +35,19 @@ from django.core.exceptions import (
 from django.db import models, transaction
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch, ResolverMatch, reverse
+from django.urls import NoReverseMatch, Resolver404, ResolverMatch, resolve, reverse
+from django.views.generic.edit import DeletionMixin
 
 from assistant.authority import SentFrom
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import parameters_of, refusal, resolve_scope
 from assistant.tools.pages import FIELDS_FIX, READ_FIX, WRITE_FIX
-from assistant.tools.reads import jsonable, run_read
+from assistant.tools.provenance import others_text, unknown_text
+from assistant.tools.reads import OTHERS_TEXT, jsonable, run_read
 from assistant.tools.registry import Binding, _where, own_match, registry
 from assistant.tools.request import ToolCallState, acts_as_person, build_request, send
+from assistant.tools.shows import shown_object
 from assistant.tools.validation import validate_arguments
 
 logger = logging.getLogger(__name__)
@@ -65,6 +68,9 @@ class ToolOutcome:
     data: Any = field(default=None)
     # The session the call was made with has ended: nothing was done, and the run must stop acting.
     session_ended: bool = False
+    # Text in the answer written by anyone but the person: who wrote it, which objects, where it was read
+    # (assistant/tools/provenance.py). Empty: only the person's own text and the site's values.
+    others_text: list[dict[str, Any]] = field(default_factory=list)
 
     def to_model(self) -> dict[str, Any]:
         """A compact, JSON-serialisable answer to hand back to the model."""
@@ -73,6 +79,8 @@ class ToolOutcome:
             answer["reason"] = self.reason
         if self.data not in (None, {}, []):
             answer["data"] = self.data
+        if self.others_text:
+            answer[OTHERS_TEXT] = self.others_text
         return answer
 
 
@@ -215,16 +223,19 @@ def _read_answer(definition: ViewTool, request: HttpRequest, response: HttpRespo
         missing: set[str] = set()
         if "object_list" in context:
             limit = assistant_settings.READ_LIMIT_MAX
-            objects = list(context["object_list"][: limit + 1])
-            rows = [_declared_fields(obj, fields, missing) for obj in objects[:limit]]
+            fetched = list(context["object_list"][: limit + 1])
+            objects = fetched[:limit]
+            rows = [_declared_fields(obj, fields, missing) for obj in objects]
             # A paginated view's object_list is one page of it: more pages are rows the model did not get.
             page = context.get("page_obj")
             more_pages = bool(page is not None and callable(getattr(page, "has_next", None)) and page.has_next())
-            data: dict[str, Any] = {"results": rows, "truncated": len(objects) > limit or more_pages}
+            data: dict[str, Any] = {"results": rows, "truncated": len(fetched) > limit or more_pages}
         else:
-            data = _declared_fields(context["object"], fields, missing)
+            objects = [context["object"]]
+            rows = [data := _declared_fields(context["object"], fields, missing)]
         if not missing:
-            return ToolOutcome(name, "data", data=data)
+            return ToolOutcome(name, "data", data=data,
+                               others_text=_objects_text(request.user, name, objects, rows, fields))
         named = ", ".join(repr(n) for n in sorted(missing))
         _unreadable(definition, f"fields= names {named}, which its page's object does not have",
                     "name fields of the object's model (following relations with '__') in @tool(fields=[...])")
@@ -237,6 +248,22 @@ def _read_answer(definition: ViewTool, request: HttpRequest, response: HttpRespo
                     "readable(Model, fields=..., scope=...) read instead")
     messages = _messages(request)
     return ToolOutcome(name, "error", reason=UNREADABLE_PAGE, data={"messages": messages} if messages else None)
+
+
+def _objects_text(user: Any, where: str, objects: list[Any], rows: list[dict[str, Any]], fields: list[str]
+                  ) -> list[dict[str, Any]]:
+    """Whose text the declared fields of a page's objects carry (rows that are not model instances: nobody
+    can say whose, so someone else's when they hold text)."""
+    sources: list[dict[str, Any]] = []
+    by_model: dict[type[models.Model], list[tuple[Any, dict[str, Any]]]] = {}
+    for obj, row in zip(objects, rows, strict=True):
+        if isinstance(obj, models.Model):
+            by_model.setdefault(type(obj), []).append((obj.pk, row))
+        elif _holds_text(row) and not sources:
+            sources.append(unknown_text(where))
+    for model, model_rows in by_model.items():
+        sources.extend(others_text(user, model, model_rows, fields, where=where))
+    return sources
 
 
 def _is_json(response: HttpResponse) -> bool:
@@ -343,12 +370,69 @@ def _with_extra(match: ResolverMatch, extra: dict[str, Any]) -> ResolverMatch:
                          app_names=app_names, namespaces=namespaces, route=match.route, tried=match.tried)
 
 
-def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extra: dict[str, Any]) -> ToolOutcome:
+def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extra: dict[str, Any],
+          user: Any = None) -> ToolOutcome:
+    # A page that deletes its object names it in its answer after it is gone: whose it was is read first.
+    deleting = (definition.method == "POST" and definition.is_class_view
+                and issubclass(definition.view, DeletionMixin))
+    before = _subject_text(user, definition.name, match) if deleting else None
     response, outcome = _sent(definition.name, request, _with_extra(match, extra))
     if outcome is not None:
         return outcome
     assert response is not None
-    return _interpret(definition, request, response)
+    outcome = _interpret(definition, request, response)
+    if not outcome.others_text and _carries_text(outcome, response):
+        outcome.others_text = before if before is not None else _answer_text(user, definition.name, match, outcome)
+    return outcome
+
+
+def _carries_text(outcome: ToolOutcome, response: HttpResponse) -> bool:
+    """Whether a view's answer holds words of the page beyond the site's values and what was sent: its messages,
+    or any text of a JSON answer (a redirect's address and a form's errors are the site's, or the sender's)."""
+    if _is_json(response):
+        return _holds_text(outcome.data)
+    messages = outcome.data.get("messages") if isinstance(outcome.data, dict) else None
+    return bool(messages)
+
+
+def _holds_text(value: Any) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    if isinstance(value, dict):
+        return any(_holds_text(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_holds_text(item) for item in value)
+    return False
+
+
+def _subject_text(user: Any, where: str, match: ResolverMatch) -> list[dict[str, Any]] | None:
+    """Whose text the object a view shows or acts on (by its URL) carries; None when nothing says which it is."""
+    found = shown_object(match.func, match.kwargs)
+    if found is None:
+        return None
+    model, lookup, value = found
+    pk = value if lookup == "pk" else model._default_manager.filter(**{lookup: value}).values_list(
+        "pk", flat=True).first()
+    if pk is None or not model._default_manager.filter(pk=pk).exists():
+        return None
+    return others_text(user, model, [(pk, None)], (), where=where)
+
+
+def _answer_text(user: Any, where: str, match: ResolverMatch, outcome: ToolOutcome) -> list[dict[str, Any]]:
+    """Whose words a view's answer carries: those of the object it acted on, or of the page it sent the person
+    to; when neither is known, someone else's (nobody can say otherwise)."""
+    found = _subject_text(user, where, match)
+    target = (outcome.data or {}).get("redirect") if isinstance(outcome.data, dict) else None
+    if found is None and isinstance(target, str):
+        try:
+            landed = resolve(urlsplit(target).path)
+        except Resolver404:
+            landed = None
+        if landed is not None:
+            found = _subject_text(user, where, landed)
+    if found is not None:
+        return found
+    return [unknown_text(where)]
 
 
 def _current_values(
@@ -393,7 +477,8 @@ def _read(definition: ReadTool, user: Any, arguments: dict[str, Any]) -> ToolOut
     _response, outcome = _sent(definition.name, request, ResolverMatch(read, (), {}, url_name=definition.name))
     if outcome is not None:
         return outcome
-    return ToolOutcome(definition.name, "data", data=rows["data"])
+    data = rows["data"]
+    return ToolOutcome(definition.name, "data", data=data, others_text=data.pop(OTHERS_TEXT, []))
 
 
 def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict[str, Any]) -> ToolOutcome:
@@ -420,7 +505,7 @@ def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict
         data = QueryDict(mutable=True)
         for key, value in submitted.items():
             data.setlist(key, _form_value(value))
-        return _call(definition, match, _internal_request(user, "GET", path, data, definition.name), extra)
+        return _call(definition, match, _internal_request(user, "GET", path, data, definition.name), extra, user)
     with transaction.atomic():
         values: dict[str, list[str]] = {}
         if definition.partial:
@@ -436,7 +521,8 @@ def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict
         data = QueryDict(mutable=True)
         for key, items in values.items():
             data.setlist(key, items)
-        outcome = _call(definition, match, _internal_request(user, "POST", path, data, definition.name), extra)
+        outcome = _call(definition, match, _internal_request(user, "POST", path, data, definition.name), extra,
+                        user)
         if not outcome.took_effect:
             transaction.set_rollback(True)
     return outcome

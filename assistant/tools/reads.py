@@ -9,16 +9,20 @@ from typing import Any
 
 from django.core.exceptions import FieldDoesNotExist
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool
+from assistant.tools.provenance import others_text
 
 _TEXT_TYPES = {"CharField", "TextField", "EmailField", "SlugField", "URLField"}
 _INTEGER_TYPES = {"AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField",
                   "SmallIntegerField", "PositiveIntegerField", "PositiveSmallIntegerField",
                   "PositiveBigIntegerField"}
 _RANGE_TYPES = _INTEGER_TYPES | {"DecimalField", "FloatField", "DateField", "DateTimeField", "TimeField"}
+#: The key a read's answer says under which of its text was written by people other than the person.
+OTHERS_TEXT = "others_text"
+ROW_KEY = "_assistant_row_pk"
 _FORMATS = {"DateField": "date", "DateTimeField": "date-time", "TimeField": "time", "UUIDField": "uuid"}
 
 
@@ -150,9 +154,16 @@ def run_read(definition: ReadTool, user: Any, arguments: dict[str, Any]) -> dict
     queryset = queryset.order_by(*([ordering] if isinstance(ordering, str) else ordering), "pk")
     limit = min(int(arguments.get("limit") or min(20, assistant_settings.READ_LIMIT_MAX)),
                 int(assistant_settings.READ_LIMIT_MAX))
-    rows = list(queryset.values(*definition.fields)[: limit + 1])
-    results = [{name: jsonable(value) for name, value in row.items()} for row in rows[:limit]]
-    return {"results": results, "returned": len(results), "truncated": len(rows) > limit}
+    # The rows' own keys ride along (as ROW_KEY) for telling whose text each carries, then are dropped.
+    rows = list(queryset.values(*definition.fields, **{ROW_KEY: F("pk")})[: limit + 1])
+    shown = rows[:limit]
+    results = [{name: jsonable(value) for name, value in row.items() if name != ROW_KEY} for row in shown]
+    answer: dict[str, Any] = {"results": results, "returned": len(results), "truncated": len(rows) > limit}
+    sources = others_text(user, definition.model, [(row[ROW_KEY], row) for row in shown], definition.fields,
+                          where=definition.name)
+    if sources:
+        answer[OTHERS_TEXT] = sources
+    return answer
 
 
 def _default_ordering(definition: ReadTool) -> list[str]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import models
+from django.views.generic.detail import SingleObjectMixin
 
 SHOWS_ATTRIBUTE = "assistant_shows"
 
@@ -51,3 +52,33 @@ def shown_by(callback: Any) -> Shown | None:
             return found
         current = getattr(current, "__wrapped__", None)
     return None
+
+
+def _single_object(view_class: type, kwargs: dict[str, Any]) -> tuple[type[models.Model], str, Any] | None:
+    model = getattr(view_class, "model", None)
+    queryset = getattr(view_class, "queryset", None)
+    if model is None and queryset is not None:
+        model = queryset.model
+    if model is None:
+        return None
+    pk_kwarg = getattr(view_class, "pk_url_kwarg", "pk")
+    slug_kwarg = getattr(view_class, "slug_url_kwarg", "slug")
+    if pk_kwarg in kwargs:
+        return model, "pk", kwargs[pk_kwarg]
+    if slug_kwarg in kwargs:
+        return model, str(getattr(view_class, "slug_field", "slug")), kwargs[slug_kwarg]
+    return None
+
+
+def shown_object(callback: Any, kwargs: dict[str, Any]) -> tuple[type[models.Model], str, Any] | None:
+    """The object a view (a URL pattern's callback) shows or acts on when called with the URL's `kwargs`: its
+    model, the field to look it up by and the value; None when nothing says. What `@shows` declares, or a
+    single-object view's own (DetailView, UpdateView, DeleteView: their `model` or `queryset` and the `pk`
+    or `slug` argument)."""
+    declared = shown_by(callback)
+    if declared is not None:
+        return (declared.model, declared.lookup, kwargs[declared.kwarg]) if declared.kwarg in kwargs else None
+    view_class = getattr(callback, "view_class", None)
+    if view_class is None or not issubclass(view_class, SingleObjectMixin):
+        return None
+    return _single_object(view_class, kwargs)

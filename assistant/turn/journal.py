@@ -32,7 +32,7 @@ Status = AgentRun.Status
 Kind = AgentStep.Kind
 State = AgentStep.State
 
-_JSON_FIELDS = ("arguments", "result")
+_JSON_FIELDS = ("arguments", "result", "containment")
 #: What the model is told with the outcome of a call whose plan step failed.
 REVISE = ("This step of your plan failed. Revise the plan (call assistant_plan with the steps still to do; "
           "those done stay done) before going on, or tell the person.")
@@ -203,16 +203,20 @@ class StepJournal:
 
     # --- pause, reply, end -------------------------------------------------------------------
 
-    def pause(self, tool: Tool | PlanTool, step: AgentStep | None, *, summary: str = "", **fields: Any) -> AgentStep:
+    def pause(self, tool: Tool | PlanTool, step: AgentStep | None, *, summary: str = "",
+              containment: dict[str, Any] | None = None, **fields: Any) -> AgentStep:
         """Ask the person about this tool call (a new step made of `fields`, or `step` if it exists) and
-        release the run: a paused run holds no worker. `summary` (what the call will do, in words) is
-        written with the step that waits, in the same fenced write."""
+        release the run: a paused run holds no worker. `summary` (what the call will do, in words) and
+        `containment` (why it asks, when the run read someone else's text) are written with the step that
+        waits, in the same fenced write."""
         with transaction.atomic():
             if step is None:
-                step = self.add(state=State.AWAITING_CONFIRMATION, reason=QUESTION, summary=summary, **fields)
-            elif summary and not step.summary:
-                step.summary = summary
-                self.save(step, "summary")
+                step = self.add(state=State.AWAITING_CONFIRMATION, reason=QUESTION, summary=summary,
+                                containment=containment, **fields)
+            elif (summary and not step.summary) or (containment and not step.containment):
+                step.summary = step.summary or summary
+                step.containment = step.containment or containment
+                self.save(step, "summary", "containment")
             else:
                 self.flush()
             released = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).update(
@@ -226,6 +230,13 @@ class StepJournal:
                 tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
             ))
         return step
+
+    def label(self, others_text: list[dict[str, Any]]) -> None:
+        """Keep on the run's row the text by others it has read (see assistant/tools/provenance.py)."""
+        self.flush()
+        if not AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).update(others_text=others_text):
+            raise self._lost()
+        self.run.others_text = others_text
 
     def await_members(self) -> bool:
         """Pause the run while any member it asked is still at work, releasing it: a waiting run holds no

@@ -63,8 +63,18 @@ from assistant.society.members import member
 from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, execute_tool, tools_for
 from assistant.tools.describe import describe_call
+from assistant.tools.provenance import merge
 from assistant.tools.validation import validate_arguments
-from assistant.turn.confirmation import QUESTION, Decision, decide, declined_outcome
+from assistant.turn.confirmation import (
+    QUESTION,
+    Decision,
+    contained,
+    containment_card,
+    decide,
+    declined_outcome,
+    read_in,
+    refused_outcome,
+)
 from assistant.turn.context import chat_history, conversation_window, earlier_notes, page_message, system_prompt
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import Heartbeat, LeaseLost
@@ -207,6 +217,10 @@ class Turn:
             heartbeat.cancelled.set()
         # The session the message came with: the run acts with it, and only while it lasts.
         self.authority = RunAuthority(run)
+        # Text by others read before any step: the page it was asked from, then the memories it recalls.
+        page = self.config.get("page") if not self.is_member else None
+        self._read_before: list[dict[str, Any]] = list((page or {}).get("others_text") or []) if isinstance(
+            page, dict) else []
         # A replay (an eval's, assistant/replay.py) is answered from its recording, never by running a view;
         # the answers it was given before a worker took it up again are its own steps'.
         replay = replay_settings(self.config)
@@ -304,6 +318,16 @@ class Turn:
     def _notice(self, text: str) -> None:
         self.journal.notice(text)
 
+    def _others_text(self) -> list[dict[str, Any]]:
+        """Text written by anyone but the person that the run has read so far (what it started with: its
+        page, its asker's reads, its memories; then every outcome of its steps, a member's answer included),
+        kept on the run's row as soon as it grows: a member it starts, a worker that takes it up again after
+        a crash and the record all see it."""
+        read = merge(self.run.others_text or [], self._read_before, *(read_in(step) for step in self.steps))
+        if read != (self.run.others_text or []):
+            self.journal.label(read)
+        return read
+
     def _close_interrupted_steps(self) -> None:
         """Tool steps a dead worker left half-done are not run again: their outcome is unknown. A member
         asked is not one of them: its own run says how it went."""
@@ -339,6 +363,7 @@ class Turn:
         notes = earlier_notes(memories=self._recall(conversation), summary=summary)  # data, never the system
         # The page the question was asked from, right before it (data too): what "this" and "here" mean.
         page = page_message(self.config.get("page")) if not self.is_member else []
+        self._others_text()  # what the page and the memories carried is on the run's row before the model call
         return [Message.system(prompt), *notes, *conversation[:-1], *page, *conversation[-1:]]
 
     def _summarise(self, messages: list[Message]) -> ModelResponse:
@@ -360,7 +385,11 @@ class Turn:
             self._notice(f"Memory is unavailable for this turn ({exc}); answering without it.")
             return []
         embedder = self.question.embedder.name if self.question.embedder is not None else ""
-        return memory_recall(owner=self.user, spec=self.run.spec, vector=vector, embedder=embedder, limit=limit)
+        carried: list[dict[str, Any]] = []
+        recalled = memory_recall(owner=self.user, spec=self.run.spec, vector=vector, embedder=embedder, limit=limit,
+                                 others_text=carried)
+        self._read_before = merge(self._read_before, [{**source, "where": "a memory"} for source in carried])
+        return recalled
 
     def _transcript(self) -> list[Message]:
         """The run so far, from its steps: each model call that asked for tools, then their results, each
@@ -531,6 +560,7 @@ class Turn:
                 self.limits.members = members_used(self.steps)
             return heard
         fresh = [item for item in pending if item.step is None and self._is_delegation(item)]
+        self._others_text()  # a member starts having read what its asker read (run_child_start copies it)
         for index, item in enumerate(fresh):
             self.limits.before_tool_call(self.steps, item.call.name, item.call.arguments, also_starting=index)
         started = delegations_start(
@@ -580,7 +610,8 @@ class Turn:
         if self.replay is not None:
             self._replayed(existing, call, offered)
             return True
-        decision = decide(offered, existing)
+        others_text = self._others_text()
+        decision = decide(offered, existing, others_text=others_text, policy=str(run_setting(self.run, "CONTAINMENT")))
         if decision is Decision.ASK:
             assert offered is not None
             summary = ""
@@ -590,11 +621,17 @@ class Turn:
                 arguments = existing.arguments if existing is not None else storable_json(call.arguments)[0]
                 self.journal.flush()  # the look-up takes a moment: what happened so far is not held back
                 summary = describe_call(self.user, offered, arguments, sent_from=self.authority.sent_from)
-            self.journal.pause(offered, existing, summary=summary, kind=Kind.TOOL_CALL, tool_name=call.name,
-                               call_id=call.id, arguments=call.arguments)
+            # A write asked because of what the run read says so on its card, naming whose text it was.
+            card = containment_card(others_text) if contained(
+                offered, others_text, str(run_setting(self.run, "CONTAINMENT"))) else None
+            self.journal.pause(offered, existing, summary=summary, containment=card, kind=Kind.TOOL_CALL,
+                               tool_name=call.name, call_id=call.id, arguments=call.arguments)
             return False
         if decision is Decision.DECLINE:
             self._record_outcome(existing, call, declined_outcome())
+            return True
+        if decision is Decision.REFUSE:
+            self._record_outcome(existing, call, refused_outcome(others_text))
             return True
         step = existing or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
                                             call_id=call.id, arguments=call.arguments)
@@ -642,6 +679,7 @@ class Turn:
 
     def _succeed(self, text: str) -> None:
         reply = text.strip() or "Done."
+        read = self._others_text()  # on the row (the record, and whoever it answers) before the run ends
         # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
         try:
             if self.is_member:
@@ -654,14 +692,15 @@ class Turn:
             return
         # The reply leaves before the bookkeeping below starts competing with it for the interpreter.
         publisher.flush(timeout=1.0)
-        self._remember(reply)
+        self._remember(reply, read)
 
     def _stop(self, stop: StopRun) -> None:
         # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
         with contextlib.suppress(LeaseLost):  # ended elsewhere (the sweeper, another worker), and filed there
+            self._others_text()
             self.journal.stop(stop.status, stop.stop_reason, stop.message)
 
-    def _remember(self, reply: str) -> None:
+    def _remember(self, reply: str, others_text: list[dict[str, Any]]) -> None:
         if self.replay is not None:
             return  # a replay writes nothing of the person's
         try:
@@ -672,7 +711,7 @@ class Turn:
         if vector and self.question.embedder is not None:
             content = f"User asked: {self.question.text}\nAssistant answered: {reply}"
             memory_remember(owner=self.user, spec=self.run.spec, content=content, vector=vector,
-                            embedder=self.question.embedder)
+                            embedder=self.question.embedder, others_text=others_text)
 
 
 def run_turn(
