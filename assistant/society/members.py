@@ -23,6 +23,7 @@ from typing import Any
 
 from assistant.conf import assistant_settings
 from assistant.tools.offer import PROFILES, PermissionProfile, ToolScope, resolve_scope
+from assistant.tools.provenance import CONTAINMENTS
 
 #: Every key a spec may declare ("profile" is the older spelling of "permission_profile").
 SPEC_KEYS = frozenset({"tools", "permission_profile", "profile", "role", "instructions", "model", "limits",
@@ -30,9 +31,6 @@ SPEC_KEYS = frozenset({"tools", "permission_profile", "profile", "role", "instru
 #: When a plan waits for the person's approval before anything of it is done (assistant/plans/): never; when
 #: it has a destructive step (the default); always.
 PLAN_APPROVALS = ("never", "when_destructive", "always")
-#: What a run that read text written by anyone but the person does before an effect: ask the person first
-#: (the default), refuse it, or let it be (a spec that never meets other people's text).
-CONTAINMENTS = ("approve", "refuse", "allow")
 #: The limits a spec may set for itself, each named as the run keeps it (the global setting, lower-cased).
 LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_tokens_per_run")
 

@@ -12,6 +12,7 @@ from django.core.exceptions import FieldDoesNotExist
 from assistant.checks import needs_assistant_settings
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
 from assistant.tools.pages import WRITE_FIX, missing_fields, unreadable_read, unreadable_write
+from assistant.tools.provenance import CONTAINMENTS, declared_authorships, path_problem, undeclared_writers
 from assistant.tools.reads import model_field
 from assistant.tools.registry import _where, registry
 
@@ -123,6 +124,43 @@ def _read_messages(definition: ReadTool) -> list[CheckMessage]:
     return messages
 
 
+def _authorship_messages(definition: ReadTool | ViewTool) -> list[CheckMessage]:
+    """A read that shows the text of a model with users and no word on who writes it: its text counts as
+    someone else's (safe, but every write after such a read asks the person), which is rarely what is meant."""
+    model = definition.model
+    fields = definition.fields if isinstance(definition, ReadTool) else (definition.fields or [])
+    if model is None or (isinstance(definition, ViewTool) and definition.kind != "read"):
+        return []
+    messages: list[CheckMessage] = []
+    for holder, users in undeclared_writers(model, fields):
+        suggestion = (f"authored({holder.__name__}, by={users[0]!r})" if len(users) == 1
+                      else f"authored({holder.__name__}, by={users!r})")
+        messages.append(Warning(
+            f"Tool {definition.name!r} shows text of {holder._meta.label}, which has users but nothing says "
+            "who writes its text: it counts as someone else's, so every write after reading it asks the person.",
+            hint=f"Declare once, in the app's assistant_tools.py: {suggestion} (everyone who may change the text), "
+            f"or authored({holder.__name__}, site=True) for text only the site writes.",
+            obj=holder, id="assistant.W027",
+        ))
+    return messages
+
+
+def _declared_authorship_messages() -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    for declared in declared_authorships():
+        for path in declared.by:
+            problem = path_problem(declared, path)
+            if problem is not None:
+                messages.append(Error(
+                    f"authored({declared.model.__name__}, by=...) names {path!r}: {problem}, so nobody can tell "
+                    "who wrote its rows' text (it counts as someone else's).",
+                    hint="Name relations from the model to the user model, following relations with '__' "
+                    "(e.g. 'author', 'project__members').",
+                    obj=declared.model, id="assistant.E028",
+                ))
+    return messages
+
+
 # `manage.py check --tag assistant_tools` runs the tools' checks alone; with `--deploy`, the proofs too.
 TOOLS_TAG = "assistant_tools"
 
@@ -147,6 +185,8 @@ def check_tools(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             messages.extend(_view_messages(definition))
         else:
             messages.extend(_read_messages(definition))
+        messages.extend(_authorship_messages(definition))
+    messages.extend(_declared_authorship_messages())
     return messages
 
 
@@ -190,6 +230,11 @@ def check_specs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                     f"SPECS[{spec_name!r}] lists tool(s) that are not declared: {', '.join(unknown)}.",
                     hint="Check the names with `manage.py assistant_tools`.", id="assistant.W014",
                 ))
+    if assistant_settings.CONTAINMENT not in CONTAINMENTS:
+        messages.append(Error(
+            f"CONTAINMENT is {assistant_settings.CONTAINMENT!r}.",
+            hint=f"Choose one of: {', '.join(CONTAINMENTS)} (approve by default).", id="assistant.E037",
+        ))
     for where, profile in named:
         if profile not in PROFILES:
             messages.append(Error(

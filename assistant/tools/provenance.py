@@ -27,6 +27,10 @@ from django.db import models
 SOMEONE = "someone else"
 #: Field types whose values are somebody's words (without choices: a choice is the site's value).
 TEXT_TYPES = frozenset({"CharField", "TextField", "EmailField", "SlugField", "URLField"})
+#: What a run that read text written by anyone but the person does before an effect (a spec's `containment`,
+#: the CONTAINMENT setting by default): ask the person first, refuse it, or let it be (for a spec that never
+#: meets other people's text; a destructive call still asks).
+CONTAINMENTS = ("approve", "refuse", "allow")
 #: How many objects a source names by id (the rest are counted).
 IDS_SHOWN = 10
 
@@ -94,6 +98,21 @@ def path_problem(declared: Authorship, path: str) -> str | None:
     if not found.is_relation or found.related_model is not get_user_model():
         return f"{path!r} is not a relation to the user model"
     return None
+
+
+def undeclared_writers(model: type[models.Model], fields: Iterable[str]) -> list[tuple[type[models.Model], list[str]]]:
+    """The models whose text `fields` of `model` show with nothing declaring who writes it, each with the
+    relations to a user it has (which a declaration would most likely name)."""
+    user_model = get_user_model()
+    found = []
+    for prefix in _text_prefixes(model, fields):
+        holder = _holder(model, prefix)
+        if authorship(holder) is None:
+            users = [field.name for field in holder._meta.get_fields()
+                     if field.is_relation and field.related_model is user_model
+                     and (field.many_to_one or field.many_to_many or field.one_to_one) and field.concrete]
+            found.append((holder, users))
+    return found
 
 
 def is_text(field: Any) -> bool:
