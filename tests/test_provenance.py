@@ -128,3 +128,11 @@ def test_a_declaration_that_names_no_user_is_an_error(alice: Any) -> None:
         authored(Effect)
     with pytest.raises(TypeError, match="model class"):
         authored("Effect", by="owner")  # type: ignore[arg-type]
+
+
+def test_a_json_answer_that_gives_the_calls_own_arguments_back_carries_nothing(alice: Any) -> None:
+    """A function view's JSON that only echoes what it was sent, and counts: the caller's own text and the
+    site's values (it names no object to ask about)."""
+    outcome = execute_tool(alice, "test_record_effect", {"label": "bought milk"})
+    assert outcome.took_effect and outcome.data == {"recorded": "bought milk", "count": 1}
+    assert outcome.others_text == []

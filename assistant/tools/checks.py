@@ -12,8 +12,7 @@ from django.core.exceptions import FieldDoesNotExist
 from assistant.checks import needs_assistant_settings
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
 from assistant.tools.pages import WRITE_FIX, missing_fields, unreadable_read, unreadable_write
-from assistant.tools.provenance import CONTAINMENTS, declared_authorships, path_problem, undeclared_writers
-from assistant.tools.reads import model_field
+from assistant.tools.provenance import CONTAINMENTS, declared_authorships, model_field, path_problem, undeclared_writers
 from assistant.tools.registry import _where, registry
 
 

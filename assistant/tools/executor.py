@@ -18,7 +18,7 @@ import json
 import logging
 import typing
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -371,7 +371,7 @@ def _with_extra(match: ResolverMatch, extra: dict[str, Any]) -> ResolverMatch:
 
 
 def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extra: dict[str, Any],
-          user: Any = None) -> ToolOutcome:
+          user: Any = None, arguments: dict[str, Any] | None = None) -> ToolOutcome:
     # A page that deletes its object names it in its answer after it is gone: whose it was is read first.
     deleting = (definition.method == "POST" and definition.is_class_view
                 and issubclass(definition.view, DeletionMixin))
@@ -381,28 +381,40 @@ def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extr
         return outcome
     assert response is not None
     outcome = _interpret(definition, request, response)
-    if not outcome.others_text and _carries_text(outcome, response):
+    if not outcome.others_text and _carries_text(outcome, response, _strings(arguments or {})):
         outcome.others_text = before if before is not None else _answer_text(user, definition.name, match, outcome)
     return outcome
 
 
-def _carries_text(outcome: ToolOutcome, response: HttpResponse) -> bool:
+def _carries_text(outcome: ToolOutcome, response: HttpResponse, sent: set[str]) -> bool:
     """Whether a view's answer holds words of the page beyond the site's values and what was sent: its messages,
-    or any text of a JSON answer (a redirect's address and a form's errors are the site's, or the sender's)."""
+    or text of a JSON answer other than the call's own arguments given back (a redirect's address and a form's
+    errors are the site's, or the sender's)."""
     if _is_json(response):
-        return _holds_text(outcome.data)
+        return _holds_text(outcome.data, sent)
     messages = outcome.data.get("messages") if isinstance(outcome.data, dict) else None
     return bool(messages)
 
 
-def _holds_text(value: Any) -> bool:
+def _holds_text(value: Any, sent: Collection[str] = ()) -> bool:
     if isinstance(value, str):
-        return bool(value.strip())
+        return bool(value.strip()) and value not in sent
     if isinstance(value, dict):
-        return any(_holds_text(item) for item in value.values())
+        return any(_holds_text(item, sent) for item in value.values())
     if isinstance(value, list):
-        return any(_holds_text(item) for item in value)
+        return any(_holds_text(item, sent) for item in value)
     return False
+
+
+def _strings(value: Any) -> set[str]:
+    """The strings among a call's arguments: given back in its answer, they are the caller's own."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return {text for item in value.values() for text in _strings(item)}
+    if isinstance(value, list | tuple):
+        return {text for item in value for text in _strings(item)}
+    return set()
 
 
 def _subject_text(user: Any, where: str, match: ResolverMatch) -> list[dict[str, Any]] | None:
@@ -505,7 +517,8 @@ def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict
         data = QueryDict(mutable=True)
         for key, value in submitted.items():
             data.setlist(key, _form_value(value))
-        return _call(definition, match, _internal_request(user, "GET", path, data, definition.name), extra, user)
+        return _call(definition, match, _internal_request(user, "GET", path, data, definition.name), extra, user,
+                     arguments)
     with transaction.atomic():
         values: dict[str, list[str]] = {}
         if definition.partial:
@@ -522,7 +535,7 @@ def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict
         for key, items in values.items():
             data.setlist(key, items)
         outcome = _call(definition, match, _internal_request(user, "POST", path, data, definition.name), extra,
-                        user)
+                        user, arguments)
         if not outcome.took_effect:
             transaction.set_rollback(True)
     return outcome

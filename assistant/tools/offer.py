@@ -13,7 +13,8 @@ from django.core.exceptions import FieldDoesNotExist
 
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
-from assistant.tools.reads import model_field, read_parameters
+from assistant.tools.provenance import model_field
+from assistant.tools.reads import read_parameters
 from assistant.tools.registry import registry
 
 

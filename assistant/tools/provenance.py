@@ -78,7 +78,9 @@ def declared_authorships() -> list[Authorship]:
     return list(_declared.values())
 
 
-def _field(model: type[models.Model], path: str) -> Any:
+def model_field(model: type[models.Model], path: str) -> Any:
+    """The model field at the end of a `related__field` path (`pk` is the primary key); raises
+    FieldDoesNotExist."""
     current: Any = model
     found: Any = None
     for part in path.split("__"):
@@ -92,7 +94,7 @@ def _field(model: type[models.Model], path: str) -> Any:
 def path_problem(declared: Authorship, path: str) -> str | None:
     """Why `path` of a declaration does not lead to a user, or None when it does."""
     try:
-        found = _field(declared.model, path)
+        found = model_field(declared.model, path)
     except FieldDoesNotExist as exc:
         return str(exc)
     if not found.is_relation or found.related_model is not get_user_model():
@@ -127,7 +129,7 @@ def _text_prefixes(model: type[models.Model], fields: Iterable[str]) -> dict[str
     prefixes: dict[str, list[str]] = {}
     for name in fields:
         try:
-            found = _field(model, name)
+            found = model_field(model, name)
         except FieldDoesNotExist:
             continue
         if is_text(found):
@@ -141,7 +143,7 @@ def _joined(prefix: str, path: str) -> str:
 
 
 def _holder(model: type[models.Model], prefix: str) -> type[models.Model]:
-    return _field(model, prefix).related_model if prefix else model
+    return model_field(model, prefix).related_model if prefix else model
 
 
 def _authors(model: type[models.Model], prefix: str, pks: list[Any]) -> dict[Any, tuple[Any, set[int] | None]]:

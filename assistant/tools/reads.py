@@ -7,13 +7,12 @@ import decimal
 import uuid
 from typing import Any
 
-from django.core.exceptions import FieldDoesNotExist
 from django.db import models
 from django.db.models import F, Q
 
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool
-from assistant.tools.provenance import others_text
+from assistant.tools.provenance import model_field, others_text
 
 _TEXT_TYPES = {"CharField", "TextField", "EmailField", "SlugField", "URLField"}
 _INTEGER_TYPES = {"AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField",
@@ -24,18 +23,6 @@ _RANGE_TYPES = _INTEGER_TYPES | {"DecimalField", "FloatField", "DateField", "Dat
 OTHERS_TEXT = "others_text"
 ROW_KEY = "_assistant_row_pk"
 _FORMATS = {"DateField": "date", "DateTimeField": "date-time", "TimeField": "time", "UUIDField": "uuid"}
-
-
-def model_field(model: type[models.Model], path: str) -> Any:
-    """The model field at the end of a `related__field` path; raises FieldDoesNotExist."""
-    current: Any = model
-    found: Any = None
-    for part in path.split("__"):
-        if current is None:
-            raise FieldDoesNotExist(f"{path!r}: {part!r} follows a field that is not a relation")
-        found = current._meta.get_field(part)
-        current = found.related_model if found.is_relation else None
-    return found
 
 
 def _internal_type(field: Any) -> str:

@@ -1,20 +1,20 @@
 """When a tool call waits for the person, and what their answer means.
 
 A tool offered with `confirm` (declared `confirm=True`, or destructive under the `standard` profile)
-is not run until the person approved that very step: the run pauses with the step showing the tool and
-its arguments, and what runs after an approval is the step's own arguments. A confirm names the step it
+is not run until the person approved that very step (assistant/turn/calls.py: ApprovalRequired): the run
+pauses with the step showing the tool and its arguments, and what runs after an approval is the step's own
+arguments. A confirm names the step it
 answers (see `services.run_confirm`), so an answer can never land on another call.
 
 Containment: once a run has read text written by anyone but the person (its `others_text`, see
 assistant/tools/provenance.py), every write it asks for waits for the person the same way, on a card that
 says whose text it read and shows every argument of what would be written, whatever the model says. Its
 spec's `containment` may refuse such writes instead, or (for a spec that never meets other people's text)
-let them be; a destructive call asks whatever the spec says. Reads stay free.
+let them be; a destructive call asks whatever the spec says. Reads stay free (calls.py: Contained).
 """
 
 from __future__ import annotations
 
-import enum
 from typing import Any
 
 from assistant.models import AgentStep
@@ -25,36 +25,12 @@ QUESTION = "Waiting for your approval."
 DECLINED_REASON = "The user declined this action. Do not try it again; ask what they want instead."
 
 
-class Decision(enum.Enum):
-    RUN = "run"  # no question needed, or the person approved this step
-    ASK = "ask"  # pause the run until the person answers this step
-    DECLINE = "decline"  # the person said no: tell the model, run nothing
-    REFUSE = "refuse"  # the spec refuses writes once the run read someone else's text: tell the model
-
-
 def contained(tool: Tool | None, others_text: list[dict[str, Any]], policy: str) -> bool:
     """Whether a call of `tool` must wait for the person because the run read text written by someone else:
     any write, under the `approve` policy; a destructive one under any policy that lets it run."""
     if tool is None or not others_text or tool.kind != "write":
         return False
     return policy != "allow" or tool.destructive
-
-
-def decide(tool: Tool | None, step: AgentStep | None, *, others_text: list[dict[str, Any]] | None = None,
-           policy: str = "approve") -> Decision:
-    """What to do with a call of `tool` whose step (if it has one yet) is `step`, in a run that has read
-    `others_text` (text by anyone but the person) under the spec's containment `policy`."""
-    if tool is None:
-        return Decision.RUN  # an unknown or unoffered tool is refused by the executor, which checks again
-    if step is not None and step.confirmation == AgentStep.Confirmation.DENIED:
-        return Decision.DECLINE
-    if step is not None and step.confirmation == AgentStep.Confirmation.APPROVED:
-        return Decision.RUN  # the person approved this very step, with these arguments
-    if others_text and tool.kind == "write" and policy == "refuse":
-        return Decision.REFUSE
-    if tool.confirm or contained(tool, others_text or [], policy):
-        return Decision.ASK
-    return Decision.RUN
 
 
 def declined_outcome() -> dict[str, Any]:

@@ -21,7 +21,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from assistant import signals
@@ -29,57 +28,26 @@ from assistant.authority import RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import (
-    STOPPED_BY_YOU,
-    CancelledBeforeEnd,
-    not_run_outcome,
-    run_finish,
-    run_path,
-    run_setting,
-)
+from assistant.lifecycle import STOPPED_BY_YOU, CancelledBeforeEnd, run_finish, run_path, run_setting
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
-from assistant.models import AgentMemory, AgentPlan, AgentRun, AgentStep
+from assistant.models import AgentMemory, AgentRun, AgentStep
 from assistant.payloads import run_event
-from assistant.plans.offer import PLAN_TOOL, PlanTool
-from assistant.plans.record import (
-    needs_approval,
-    new_revision,
-    plan_refused_outcome,
-    plan_summary,
-    planned_outcome,
-    run_plan,
-)
+from assistant.plans.offer import PlanTool
+from assistant.plans.record import run_plan
 from assistant.replay import RecordedTools, replay_settings
-from assistant.society.handoff import (
-    Delegation,
-    delegations_collect,
-    delegations_start,
-    is_waiting_on_member,
-    members_used,
-    parent_wake,
-)
+from assistant.society.handoff import is_waiting_on_member, members_used, parent_wake
 from assistant.society.members import member
 from assistant.society.offer import DelegationTool, delegation_tools
-from assistant.tools import Tool, execute_tool, tools_for
-from assistant.tools.describe import describe_call
+from assistant.tools import Tool, tools_for
 from assistant.tools.provenance import merge
-from assistant.tools.validation import validate_arguments
-from assistant.turn.confirmation import (
-    QUESTION,
-    Decision,
-    contained,
-    containment_card,
-    decide,
-    declined_outcome,
-    read_in,
-    refused_outcome,
-)
+from assistant.turn.calls import Next, PendingCall, calls_for
+from assistant.turn.confirmation import read_in
 from assistant.turn.context import chat_history, conversation_window, earlier_notes, page_message, system_prompt
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import Heartbeat, LeaseLost
 from assistant.turn.limits import Limits, StopRun
-from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls, storable_json
+from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls
 from registry.selectors import profile_summary
 
 logger = logging.getLogger(__name__)
@@ -99,15 +67,6 @@ CANCEL_CHECK_SECONDS = 0.2
 
 
 __all__ = ["UNKNOWN_OUTCOME", "LeaseLost", "QuestionEmbedding", "StopRun", "Turn", "run_turn"]
-
-
-@dataclass(frozen=True)
-class PendingCall:
-    """A tool call of the latest model answer that has no finished step yet, with the step it has."""
-
-    call: ToolCall
-    step: AgentStep | None
-    problem: str | None  # why it cannot run as sent (see model_output.recorded_calls)
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -229,10 +188,17 @@ class Turn:
             answered=[(step.tool_name, step.arguments) for step in steps
                       if step.kind == Kind.TOOL_CALL and step.state == State.FINISHED],
         ) if replay is not None else None
+        # Every call of the model's answers goes through these, each behind what decides whether it runs.
+        self.calls = calls_for(self, replay=self.replay)
 
     @property
     def steps(self) -> list[AgentStep]:
         return self.journal.steps
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether a write of the journal (or the heartbeat) found the person's Stop."""
+        return self.heartbeat.cancelled.is_set()
 
     # --- entry -------------------------------------------------------------------------------
 
@@ -263,7 +229,7 @@ class Turn:
                     preamble = self._preamble()
                 response = self._model_call(preamble + self._transcript())
                 if not response.tool_calls:
-                    self._check_cancel()  # the answer's own write may have found a Stop
+                    self.check_cancel()  # the answer's own write may have found a Stop
                     self._succeed(response.text)
                     return
         except StopRun as stop:
@@ -283,10 +249,10 @@ class Turn:
         if not self.heartbeat.holds():
             raise LeaseLost()
         self.authority.check()
-        self._check_cancel()
+        self.check_cancel()
         self.limits.check_wall_time()
 
-    def _check_cancel(self) -> None:
+    def check_cancel(self) -> None:
         now = time.monotonic()
         if self.heartbeat.cancelled.is_set():
             raise self._stopped()
@@ -310,7 +276,7 @@ class Turn:
         delta = clean_text(delta)
         self._streamed.append(delta)
         publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
-        self._check_cancel()
+        self.check_cancel()
         self.limits.check_wall_time()
 
     # --- steps -------------------------------------------------------------------------------
@@ -318,7 +284,7 @@ class Turn:
     def _notice(self, text: str) -> None:
         self.journal.notice(text)
 
-    def _others_text(self) -> list[dict[str, Any]]:
+    def others_text(self) -> list[dict[str, Any]]:
         """Text written by anyone but the person that the run has read so far (what it started with: its
         page, its asker's reads, its memories; then every outcome of its steps, a member's answer included),
         kept on the run's row as soon as it grows: a member it starts, a worker that takes it up again after
@@ -363,7 +329,7 @@ class Turn:
         notes = earlier_notes(memories=self._recall(conversation), summary=summary)  # data, never the system
         # The page the question was asked from, right before it (data too): what "this" and "here" mean.
         page = page_message(self.config.get("page")) if not self.is_member else []
-        self._others_text()  # what the page and the memories carried is on the run's row before the model call
+        self.others_text()  # what the page and the memories carried is on the run's row before the model call
         return [Message.system(prompt), *notes, *conversation[:-1], *page, *conversation[-1:]]
 
     def _summarise(self, messages: list[Message]) -> ModelResponse:
@@ -468,115 +434,16 @@ class Turn:
         return pending
 
     def _work_through(self, pending: list[PendingCall]) -> bool:
-        """Run the latest answer's calls that have no outcome yet, in order. Returns False when the run
-        pauses (for the person's answer, or for its members)."""
+        """Make the latest answer's calls that have no outcome yet, in order, each through what stands between
+        it and its effect (assistant/turn/calls.py). Returns False when the run pauses (for the person's
+        answer, or for its members)."""
         for item in pending:
             self._boundary()
-            if self._is_plan(item):
-                if not self._plan(item):
-                    return False  # the plan waits for the person's answer
-                continue
-            if self._is_delegation(item):
-                return self._delegate(pending)
-            if not self._tool_call(item):
+            done = self.calls.call(item, pending)
+            if done is Next.PAUSED:
                 return False
-        return True
-
-    def _is_plan(self, item: PendingCall) -> bool:
-        return (self.planner is not None and item.call.name == PLAN_TOOL and item.problem is None
-                and item.call.invalid_arguments is None)
-
-    def _plan(self, item: PendingCall) -> bool:
-        """The model says (or revises) its plan: a new revision the run follows from now on, and the tool
-        step that made it, whose result is the plan as recorded (assistant/plans/). A plan the spec wants
-        approved first waits on that step, as a call that asks first does. Returns False while it waits."""
-        call, step = item.call, item.step
-        if step is not None and step.state == State.AWAITING_CONFIRMATION:
-            if not step.confirmation:
-                return False  # still waiting (a run taken up again before the person answered)
-            self._plan_answered(step)
-            return True
-        if step is None:
-            self.limits.before_tool_call(self.steps, call.name, call.arguments)
-        assert self.planner is not None  # (_is_plan)
-        errors = validate_arguments(call.arguments, dict(self.planner.parameters))
-        if errors:
-            step = step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
-                                            call_id=call.id, arguments=call.arguments)
-            self.journal.finish_step(step, {"status": "invalid", "took_effect": False, "reason": "Invalid plan: " +
-                                            "; ".join(f"{name}: {error}" for name, error in errors.items())})
-            return True
-        plan = new_revision(
-            self.run, self.journal.plan, call.arguments, made_in=None,
-            members={name: tool.member for name, tool in self.delegations.items()},
-            notes={tool.member: tool.annotation for tool in self.delegations.values()},
-        )
-        destructive = [name for name, tool in self.tools.items() if tool.destructive]
-        # A replay never waits for anyone: its plan is followed as an approved one would be.
-        if self.replay is None and needs_approval(plan.steps, policy=str(run_setting(self.run, "PLAN_APPROVAL")),
-                                                  destructive=destructive):
-            # The card says the plan in words; an answer names this step, so it answers this revision only.
-            summary = plan_summary(plan.steps, destructive=destructive)
-            if step is None:
-                step = self.journal.add(kind=Kind.TOOL_CALL, state=State.AWAITING_CONFIRMATION, reason=QUESTION,
-                                        summary=summary, tool_name=call.name, call_id=call.id,
-                                        arguments=call.arguments)
-            plan.made_in, plan.approval = step, AgentPlan.Approval.WAITING
-            self.journal.write_plan(plan)
-            self.journal.pause(self.planner, step, summary=summary)
-            return False
-        step = step or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
-                                        call_id=call.id, arguments=call.arguments)
-        plan.made_in = step
-        self.journal.write_plan(plan)
-        self.journal.finish_step(step, planned_outcome(plan))
-        return True
-
-    def _plan_answered(self, step: AgentStep) -> None:
-        """The person answered the plan waiting on `step`: approved, the run follows it; declined, nothing of
-        it is done; commented, the model is to revise it as they said (and ask again)."""
-        plan = self.journal.plan
-        if plan is None or plan.made_in_id != step.pk:  # the plan went with its run's rows: nothing to follow
-            self.journal.finish_step(step, {"status": "invalid", "took_effect": False,
-                                            "reason": "The plan this answers is gone."})
-            return
-        if step.confirmation == AgentStep.Confirmation.APPROVED:
-            self.journal.finish_step(step, {**planned_outcome(plan), "approved": True})
-            return
-        commented = plan.approval == AgentPlan.Approval.COMMENTED
-        self.journal.close_plan(why="You asked for changes to this plan." if commented else "You declined this plan.")
-        self.journal.finish_step(step, plan_refused_outcome(plan, commented=commented))
-
-    def _is_delegation(self, item: PendingCall) -> bool:
-        return item.call.name in self.delegations and item.problem is None and item.call.invalid_arguments is None
-
-    def _delegate(self, pending: list[PendingCall]) -> bool:
-        """Hear back from the members this answer asked, or ask them: every delegation of the answer starts
-        at once, so their budgets are reserved together before any of them works (assistant/society/)."""
-        waiting = [item.step for item in pending if item.step is not None and is_waiting_on_member(item.step)]
-        if waiting:
-            heard = delegations_collect(self.journal, waiting)
-            if heard:
-                self.limits.members = members_used(self.steps)
-            return heard
-        fresh = [item for item in pending if item.step is None and self._is_delegation(item)]
-        self._others_text()  # a member starts having read what its asker read (run_child_start copies it)
-        for index, item in enumerate(fresh):
-            self.limits.before_tool_call(self.steps, item.call.name, item.call.arguments, also_starting=index)
-        started = delegations_start(
-            self.journal, [Delegation(item.call, self.delegations[item.call.name], None) for item in fresh]
-        )
-        if started:
-            first, *others = started
-            for other in others:
-                if self.enqueue is not None:
-                    self.enqueue(other)
-                elif self.work_on_member is not None:
-                    self.work_on_member(other)
-            # This run keeps its lease meanwhile: when the member ends, it goes on at once, with what it has
-            # loaded. Should the member wait for the person, or the others still work, it pauses next.
-            if self.work_on_member is not None:
-                self.work_on_member(first)
+            if done is Next.AGAIN:
+                return True
         return True
 
     def _delegation_tools(self) -> list[DelegationTool]:
@@ -592,94 +459,11 @@ class Turn:
         path = run_path(self.run)[:-1] if self.run.parent_id is not None else []
         return delegation_tools(owner=self.user, asking=seat, path=path, depth=self.run.depth)
 
-    def _tool_call(self, pending: PendingCall) -> bool:
-        """Run (or refuse, decline, or pause on) one tool call. Returns False when the run pauses for the user."""
-        call, existing = pending.call, pending.step
-        if existing is None:
-            self.limits.before_tool_call(self.steps, call.name, call.arguments)
-        if pending.problem is not None:
-            self._record_outcome(existing, call, {"status": "invalid", "took_effect": False, "reason": pending.problem})
-            return True
-        if call.invalid_arguments is not None:
-            self._record_outcome(existing, call, {
-                "status": "invalid", "took_effect": False,
-                "reason": "The arguments were not a JSON object; send them again as one.",
-            })
-            return True
-        offered = self.tools.get(call.name)
-        if self.replay is not None:
-            self._replayed(existing, call, offered)
-            return True
-        others_text = self._others_text()
-        decision = decide(offered, existing, others_text=others_text, policy=str(run_setting(self.run, "CONTAINMENT")))
-        if decision is Decision.ASK:
-            assert offered is not None
-            summary = ""
-            if existing is None or not existing.summary:
-                # Looked up as the person, before the write that makes the step wait, and from the arguments
-                # exactly as they are stored: the card describes what the approval would run.
-                arguments = existing.arguments if existing is not None else storable_json(call.arguments)[0]
-                self.journal.flush()  # the look-up takes a moment: what happened so far is not held back
-                summary = describe_call(self.user, offered, arguments, sent_from=self.authority.sent_from)
-            # A write asked because of what the run read says so on its card, naming whose text it was.
-            card = containment_card(others_text) if contained(
-                offered, others_text, str(run_setting(self.run, "CONTAINMENT"))) else None
-            self.journal.pause(offered, existing, summary=summary, containment=card, kind=Kind.TOOL_CALL,
-                               tool_name=call.name, call_id=call.id, arguments=call.arguments)
-            return False
-        if decision is Decision.DECLINE:
-            self._record_outcome(existing, call, declined_outcome())
-            return True
-        if decision is Decision.REFUSE:
-            self._record_outcome(existing, call, refused_outcome(others_text))
-            return True
-        step = existing or self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
-                                            call_id=call.id, arguments=call.arguments)
-        if existing is not None:
-            step.state = State.STARTED
-            self.journal.save(step, "state")
-        if self.heartbeat.cancelled.is_set():
-            # The `started` write read the person's Stop: the tool does not run, and its step says so.
-            approved = step.confirmation == AgentStep.Confirmation.APPROVED if offered and offered.confirm else None
-            self.journal.finish_step(step, not_run_outcome(stop_reason="cancelled", approved=approved))
-            self._check_cancel()
-        started = time.monotonic()
-        # What runs is the step's own record: exactly what the person saw and, if asked, approved.
-        outcome = execute_tool(
-            self.user, step.tool_name, step.arguments,
-            spec=self.config.get("spec"), profile=self.config.get("permission_profile") or None,
-            sent_from=self.authority.sent_from,
-        )
-        self._record_outcome(step, call, outcome.to_model(), started=started)
-        if outcome.session_ended:
-            raise SessionEnded()
-        return True
-
-    def _replayed(self, existing: AgentStep | None, call: ToolCall, offered: Tool | None) -> None:
-        """A replay's call, answered from the recording: nothing runs, and nobody is asked (the recording's
-        person answered already). A tool this run is not offered is refused as the executor would."""
-        assert self.replay is not None
-        if offered is None:
-            outcome = {"status": "denied", "took_effect": False,
-                       "reason": f"{str(call.name)[:64]} is not among this assistant's tools"}
-        else:
-            outcome = self.replay.answer(call.name, storable_json(call.arguments)[0])
-        self._record_outcome(existing, call, outcome, started=time.monotonic())
-
-    def _record_outcome(self, step: AgentStep | None, call: ToolCall, outcome: dict[str, Any],
-                        started: float | None = None) -> None:
-        if step is None:
-            step = self.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name, call_id=call.id,
-                                    arguments=call.arguments)
-        duration = int((time.monotonic() - started) * 1000) if started is not None else None
-        # Staged: written with the next call's start, or before the next model call, whichever comes first.
-        self.journal.finish_step(step, outcome, duration, stage=True)
-
     # --- finish ------------------------------------------------------------------------------
 
     def _succeed(self, text: str) -> None:
         reply = text.strip() or "Done."
-        read = self._others_text()  # on the row (the record, and whoever it answers) before the run ends
+        read = self.others_text()  # on the row (the record, and whoever it answers) before the run ends
         # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
         try:
             if self.is_member:
@@ -697,7 +481,7 @@ class Turn:
     def _stop(self, stop: StopRun) -> None:
         # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
         with contextlib.suppress(LeaseLost):  # ended elsewhere (the sweeper, another worker), and filed there
-            self._others_text()
+            self.others_text()
             self.journal.stop(stop.status, stop.stop_reason, stop.message)
 
     def _remember(self, reply: str, others_text: list[dict[str, Any]]) -> None:
