@@ -146,27 +146,38 @@ def _holder(model: type[models.Model], prefix: str) -> type[models.Model]:
     return model_field(model, prefix).related_model if prefix else model
 
 
-def _authors(model: type[models.Model], prefix: str, pks: list[Any]) -> dict[Any, tuple[Any, set[int] | None]]:
-    """For each row pk: the pk of the object at `prefix` and its writers' ids (None: nobody knows who)."""
-    holder = _holder(model, prefix)
-    declared = authorship(holder)
-    target = _joined(prefix, "pk")
-    rows = model._default_manager.filter(pk__in=pks)
-    found: dict[Any, tuple[Any, set[int] | None]] = {}
-    if declared is None:
-        for pk, object_pk in rows.values_list("pk", target):
-            found[pk] = (object_pk, None)
+def _writers(model: type[models.Model], carrying: dict[str, set[Any]]
+             ) -> dict[str, dict[Any, tuple[Any, set[int] | None]]]:
+    """For each relation path ('' the model itself) and each of its rows that carry text there: the pk of the
+    object at that path and its writers' ids (None: nobody can tell who). One query for every path together."""
+    columns: dict[str, int] = {}
+
+    def column(path: str) -> int:
+        return columns.setdefault(path, len(columns) + 1)  # after the row's own pk
+
+    plan: list[tuple[str, int, list[int] | None]] = []
+    for prefix in carrying:
+        declared = authorship(_holder(model, prefix))
+        if declared is not None and declared.site:
+            continue  # the site's own text
+        authors = [column(_joined(prefix, path)) for path in declared.by] if declared is not None else None
+        plan.append((prefix, column(_joined(prefix, "pk")), authors))
+    found: dict[str, dict[Any, tuple[Any, set[int] | None]]] = {prefix: {} for prefix, _, _ in plan}
+    if not plan:
         return found
-    if declared.site:
-        return {}
-    for path in declared.by:
-        for pk, object_pk, author in rows.values_list("pk", target, _joined(prefix, path)):
-            _, authors = found.setdefault(pk, (object_pk, set()))
-            if author is not None and authors is not None:
-                authors.add(author)
-    for pk, (object_pk, authors) in list(found.items()):
-        if not authors:  # nobody left to name (an author deleted): not the person, as far as anyone knows
-            found[pk] = (object_pk, None)
+    pks = set().union(*(carrying[prefix] for prefix, _, _ in plan))
+    # A many-to-many path gives a row once per related user: each adds its writer.
+    for row in model._default_manager.filter(pk__in=pks).values_list("pk", *columns):
+        for prefix, target, authors in plan:
+            if row[0] not in carrying[prefix]:
+                continue
+            _, writers = found[prefix].setdefault(row[0], (row[target], set() if authors is not None else None))
+            if authors is not None and writers is not None:
+                writers.update(row[index] for index in authors if row[index] is not None)
+    for by_row in found.values():
+        for pk, (object_pk, writers) in list(by_row.items()):
+            if writers is not None and not writers:  # nobody left to name (an author deleted): not the person
+                by_row[pk] = (object_pk, None)
     return found
 
 
@@ -179,16 +190,15 @@ def others_text(person: Any, model: type[models.Model], rows: Sequence[tuple[Any
     prefixes = _text_prefixes(model, fields)
     if any(values is None for _, values in rows):
         prefixes.setdefault("", [])
+    carrying = {prefix: {pk for pk, values in rows
+                         if values is None or any(isinstance(values.get(name), str) and values[name].strip()
+                                                  for name in names)}
+                for prefix, names in prefixes.items()}
     person_id = getattr(person, "pk", None)
     sources: dict[type[models.Model], tuple[set[int], bool, list[Any]]] = {}
-    for prefix, names in prefixes.items():
-        carrying = [pk for pk, values in rows
-                    if values is None or any(isinstance(values.get(name), str) and values[name].strip()
-                                             for name in names)]
-        if not carrying:
-            continue
+    for prefix, by_row in _writers(model, {prefix: pks for prefix, pks in carrying.items() if pks}).items():
         holder = _holder(model, prefix)
-        for object_pk, authors in _authors(model, prefix, carrying).values():
+        for object_pk, authors in by_row.values():
             if object_pk is None or (authors is not None and authors <= {person_id}):
                 continue
             others, unknown, ids = sources.setdefault(holder, (set(), False, []))
@@ -198,13 +208,19 @@ def others_text(person: Any, model: type[models.Model], rows: Sequence[tuple[Any
                 others.update(authors - {person_id})
             if object_pk not in ids:
                 ids.append(object_pk)
-    return [_source(holder, others, unknown, ids, where) for holder, (others, unknown, ids) in sources.items()]
-
-
-def _source(holder: type[models.Model], others: set[int], unknown: bool, ids: list[Any], where: str) -> dict[str, Any]:
+    if not sources:
+        return []
     user_model = get_user_model()
-    names = sorted(str(name) for name in user_model._default_manager.filter(pk__in=others).values_list(
-        user_model.USERNAME_FIELD, flat=True))
+    everyone = set().union(*(others for others, _, _ in sources.values()))
+    usernames = dict(user_model._default_manager.filter(pk__in=everyone).values_list("pk", user_model.USERNAME_FIELD))
+    return [_source(holder, others, unknown, ids, where, usernames)
+            for holder, (others, unknown, ids) in sources.items()]
+
+
+def _source(holder: type[models.Model], others: set[int], unknown: bool, ids: list[Any], where: str,
+            usernames: dict[Any, Any]) -> dict[str, Any]:
+    user_model = get_user_model()
+    names = sorted(str(usernames[pk]) for pk in others if pk in usernames)
     if unknown or len(names) < len(others):
         names.append(SOMEONE)
     kind = "user name" if holder is user_model else str(holder._meta.verbose_name)
