@@ -187,7 +187,7 @@ class AgentRun(models.Model):
     config = models.JSONField(default=dict, blank=True)
     # Text written by anyone but the person that this run has read (assistant/tools/provenance.py): who wrote
     # it and where it was read, the step that read it. Not empty: the run asks the person before any effect.
-    others_text = models.JSONField(default=list, blank=True)
+    others_text = models.JSONField(default=list, db_default=[], blank=True)
     cancel_requested = models.BooleanField(default=False)
     # The worker holding the run: it renews the lease while alive; an expired lease means it died.
     lease_owner = models.CharField(max_length=200, blank=True)
@@ -423,7 +423,7 @@ class AgentMemory(models.Model):
     dims = models.PositiveIntegerField()
     embedder = models.CharField(max_length=200)
     # Text by others the run that saved it had read: a run that recalls it has read it too.
-    others_text = models.JSONField(default=list, blank=True)
+    others_text = models.JSONField(default=list, db_default=[], blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = OwnedQuerySet.as_manager()

@@ -120,7 +120,7 @@ BOOKS_APP = {
         ]
         ''',
     "assistant_tools.py": '''
-        from assistant.tools import readable
+        from assistant.tools import authored, readable
 
         from books import views  # noqa: F401  (the @tool declarations on the views)
         from books.models import Book
@@ -128,6 +128,7 @@ BOOKS_APP = {
         readable(Book, name="books_book_list", fields=["id", "title"],
                  scope=lambda user, books: books.filter(owner=user), search=["title"],
                  description="List the books on your shelf (id, title); find one by title with search.")
+        authored(Book, by="owner")  # a book's title is its owner's text
         ''',
     "templates/books/form.html": "{{ form.as_p }}\n",
 }

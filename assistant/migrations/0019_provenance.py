@@ -13,12 +13,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='agentmemory',
             name='others_text',
-            field=models.JSONField(blank=True, default=list),
+            field=models.JSONField(blank=True, default=list, db_default=[]),
         ),
         migrations.AddField(
             model_name='agentrun',
             name='others_text',
-            field=models.JSONField(blank=True, default=list),
+            field=models.JSONField(blank=True, default=list, db_default=[]),
         ),
         migrations.AddField(
             model_name='agentstep',

@@ -432,7 +432,8 @@ def _subject_text(user: Any, where: str, match: ResolverMatch) -> list[dict[str,
 
 def _answer_text(user: Any, where: str, match: ResolverMatch, outcome: ToolOutcome) -> list[dict[str, Any]]:
     """Whose words a view's answer carries: those of the object it acted on, or of the page it sent the person
-    to; when neither is known, someone else's (nobody can say otherwise)."""
+    to. When neither is known, a JSON answer's text is someone else's (nobody can say otherwise); the messages
+    of a page that names no object are taken as the site's own."""
     found = _subject_text(user, where, match)
     target = (outcome.data or {}).get("redirect") if isinstance(outcome.data, dict) else None
     if found is None and isinstance(target, str):
@@ -444,6 +445,9 @@ def _answer_text(user: Any, where: str, match: ResolverMatch, outcome: ToolOutco
             found = _subject_text(user, where, landed)
     if found is not None:
         return found
+    if not isinstance(outcome.data, dict) or "redirect" in outcome.data or set(outcome.data) == {"messages"}:
+        # Messages of a page that names no object: the site's own words (and what the call sent).
+        return []
     return [unknown_text(where)]
 
 
