@@ -98,9 +98,9 @@ def test_a_deleted_objects_message_says_whose_it_was(alice: Any, places: dict[st
 
 def test_text_of_a_model_nobody_declared_counts_as_someone_elses_and_the_check_says_so(alice: Any) -> None:
     Effect.objects.create(owner=alice, label="my own label")
-    read = readable(Effect, name="test_effect_labels", fields=["id", "label"],
-                    scope=lambda user, rows: rows.filter(owner=user), description="Labels.")
-    with register_temporarily(read):
+    with register_temporarily():  # readable() registers the read; the block takes it away again
+        readable(Effect, name="test_effect_labels", fields=["id", "label"],
+                 scope=lambda user, rows: rows.filter(owner=user), description="Labels.")
         outcome = execute_tool(alice, "test_effect_labels", {})
         assert [source["by"] for source in outcome.others_text] == [[SOMEONE]]
         [warning] = [message for message in check_tools(None) if message.id == "assistant.W027"]
