@@ -1,8 +1,8 @@
 """Which AG-UI thread and run of a person's frontend is which chat and run of theirs.
 
 An AG-UI client names its conversation (`threadId`) and each run in it (`runId`) itself. A thread's first
-run makes a chat of the person's (channel `panel`: see docs/ag-ui.md, "Channel"), and every run of the
-client is one row here, naming the top run it follows: the run its message started, or the run it resumed
+run makes a chat of the person's (channel `panel`: see docs/ag-ui.md, "Channel"), and every `runId` the
+client sends is one row here, naming the top run it follows: the run its message started, or the run it resumed
 after an interrupt, or the run it re-attached to. A `runId` is the person's once: posted again, it re-attaches
 to its run instead of starting another."""
 
