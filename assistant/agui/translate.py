@@ -484,14 +484,23 @@ class Translator:
             key = (run["id"], step["seq"])
             is_plan = step["tool_name"] == PLAN_TOOL
             tool = tools.get(step["tool_name"]) or {}
+            message = step["summary"] or f"Run {step['tool_name']}?"
+            metadata = {"assistantRunId": run["id"], "stepId": step["id"], "toolName": step["tool_name"],
+                        "arguments": bounded(step["arguments"]), "description": tool.get("description"),
+                        "destructive": tool.get("destructive")}
+            containment = step.get("containment")
+            if containment:
+                # Asked because the run read someone else's text: the why leads the message, so that a client
+                # showing only `message` still says it, and its sources are in the metadata.
+                message = f"{containment['why']} {message}"
+                metadata["containment"] = {"why": containment["why"],
+                                           "othersText": bounded(containment.get("others_text") or [])}
             interrupts.append(Interrupt(
                 id=interrupt_id(step["id"]), reason=PLAN_APPROVAL if is_plan else TOOL_APPROVAL,
-                message=step["summary"] or f"Run {step['tool_name']}?", tool_call_id=call_id(*key),
+                message=message, tool_call_id=call_id(*key),
                 response_schema=PLAN_APPROVAL_SCHEMA if is_plan else APPROVAL_SCHEMA,
                 subagent_run_id=subagent_id(run["id"]) if run["id"] != self.top else None,
-                metadata={"assistantRunId": run["id"], "stepId": step["id"], "toolName": step["tool_name"],
-                          "arguments": bounded(step["arguments"]), "description": tool.get("description"),
-                          "destructive": tool.get("destructive")}))
+                metadata=metadata))
         ids = [interrupt.id for interrupt in interrupts]
         return self._end([RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id,
                                            outcome=RunFinishedInterruptOutcome(interrupts=interrupts),
