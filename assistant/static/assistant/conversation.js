@@ -615,6 +615,7 @@
     if (asker) line.appendChild(el("span", "assistant-confirm-asker", asker));
     var sentence = line.appendChild(el("span", null, Steps.question(step, tool)));
     sentence.setAttribute("data-confirm-summary", "");
+    var why = this.containmentNotice(step, card);
     var details = card.appendChild(el("details", "assistant-confirm-details"));
     details.appendChild(el("summary", null, "Details"));
     details.appendChild(el("p", "assistant-confirm-tool", "Tool: " + step.tool_name));
@@ -651,7 +652,32 @@
       approve.focus();
       card.scrollIntoView({ block: "nearest" });
     }
-    this.announce("Approval needed: " + asker + Steps.question(step, tool));
+    this.announce("Approval needed: " + asker + Steps.question(step, tool) + (why ? " " + why : ""));
+  };
+
+  // A card asked because the run read text someone else wrote (containment, docs/security.md) says so, and
+  // shows the whole of what would be written, each argument open and uncut: the person approves the text
+  // itself, not a sentence about it. Returns the why, or "" for an ordinary card.
+  Conversation.prototype.containmentNotice = function (step, card) {
+    var containment = step.containment;
+    if (!containment || !containment.why) return "";
+    card.classList.add("is-contained");
+    var notice = card.appendChild(el("p", "assistant-confirm-why", containment.why));
+    notice.setAttribute("role", "note");
+    notice.setAttribute("data-confirm-why", "");
+    var heading = card.appendChild(el("p", "assistant-confirm-written", "What will be written:"));
+    heading.id = "assistant-written-" + step.id;
+    var written = card.appendChild(el("dl", "assistant-confirm-arguments"));
+    written.setAttribute("aria-labelledby", heading.id);
+    written.setAttribute("data-confirm-arguments", "");
+    var values = step.arguments || {};
+    Object.keys(values).forEach(function (name) {
+      var value = values[name];
+      written.appendChild(el("dt", null, name));
+      written.appendChild(el("dd", null, typeof value === "string" ? value : JSON.stringify(value)));
+    });
+    card.setAttribute("aria-label", card.getAttribute("aria-label") + ". " + containment.why);
+    return containment.why;
   };
 
   Conversation.prototype.restoreCard = function () {
