@@ -215,6 +215,17 @@ def test_a_function_view_with_a_form_says_its_description_and_the_arguments_by_l
 
 
 @pytest.mark.django_db
+def test_a_function_views_argument_is_named_by_its_description_not_by_the_model_the_view_makes(
+    alice: Any, home: Project
+) -> None:
+    # The comment form's view takes the task's id: the card must not call it a comment's.
+    task = home.tasks.get(title="Paint the door")
+    summary = describe_call(alice, offered(alice, "tracker_comment_create"), {"pk": task.pk, "body": "Done."})
+    assert summary.startswith(f"Add a comment to a task, by the task's id: the task #{task.pk}, ")
+    assert "the comment #" not in summary and "“Done.”" in summary
+
+
+@pytest.mark.django_db
 def test_another_single_object_view_says_its_description_and_names_the_object(alice: Any, home: Project) -> None:
     task = home.tasks.get(title="Paint the door")
     summary = describe_call(alice, offered(alice, "tracker_task_detail"), {"pk": task.pk})

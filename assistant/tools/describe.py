@@ -208,7 +208,9 @@ def _arguments_in_words(arguments: dict[str, Any], skip: Iterable[str] = (), *,
     return ", ".join(parts)
 
 
-_ID_OF = re.compile(r"^(?:the )?id of (?:the |a |an )?(?P<noun>[\w ]{1,40}?)\.?$", re.IGNORECASE)
+# "Id of the project." or "Id of the task to comment on." names a project, a task.
+_ID_OF = re.compile(r"^(?:the )?id of (?:the |a |an )?(?P<noun>[\w ]{1,40}?)"
+                    r"(?: (?:to|that|which|whose|for|in|on) [^.]*)?\.?$", re.IGNORECASE)
 
 
 def _identity(definition: ViewTool | ReadTool, url_kwargs: dict[str, Any]) -> str:
@@ -219,11 +221,16 @@ def _identity(definition: ViewTool | ReadTool, url_kwargs: dict[str, Any]) -> st
     parts = []
     for key, value in url_kwargs.items():
         shown = f"#{value}" if isinstance(value, int) or str(value).isdigit() else _quoted(str(value))
-        if model is not None:
+        # A function view's argument may name another object than the view's model (a comment form's view
+        # takes the task's id): its description says which ("Id of the task to comment on.").
+        said = None if getattr(definition, "is_class_view", True) else _ID_OF.match(
+            getattr(definition, "descriptions", {}).get(key, "").strip())
+        if said:
+            noun = said.group("noun").lower()
+        elif model is not None:
             noun = _verbose(model)
-        else:  # a function view: its argument's description may say what it names ("Id of the project.")
-            said = _ID_OF.match(getattr(definition, "descriptions", {}).get(key, "").strip())
-            noun = said.group("noun").lower() if said else key.replace("_", " ")
+        else:
+            noun = key.replace("_", " ")
         parts.append(f"the {noun} {shown}")
     return ", ".join(parts)
 
