@@ -183,6 +183,30 @@ class ErrorFilter(admin.SimpleListFilter):
         return queryset
 
 
+class OthersTextFilter(admin.SimpleListFilter):
+    """Runs that read text someone other than their person wrote (containment, docs/security.md), those of them
+    that asked the person because of it, and runs that read only their person's own text and the site's."""
+
+    title = "someone else's text"
+    parameter_name = "others_text"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("read", "Read someone else's text"), ("asked", "Asked the person because of it"),
+                ("none", "Only the person's own")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value == "read":
+            return queryset.exclude(others_text=[])
+        if value == "asked":
+            return queryset.filter(Exists(AgentStep.objects.filter(run=OuterRef("pk"), containment__isnull=False)))
+        if value == "none":
+            return queryset.filter(others_text=[])
+        raise IncorrectLookupParameters(f"“{value}” is not a choice of someone else's text (read, asked, none)")
+
+
 class TreeFilter(admin.SimpleListFilter):
     """Top runs (what a person's message started) or members' runs (work a run handed to a member)."""
 
@@ -328,7 +352,7 @@ RUN_LIST_LOOKUPS = frozenset({
     "created_at__gte", "created_at__lt", "model", "model__isnull",
     "error", "quality_score", "quality_score__isnull",
     "steps__tool_name", "steps__took_effect", "steps__kind", "steps__result__status__in",
-    "plan", "plan_member", "channel",
+    "plan", "plan_member", "channel", "others_text",
 })
 
 
@@ -340,7 +364,8 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
                     "duration", "feedback")
     list_display_links = ("id", "created")
     list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, ChannelFilter, TreeFilter, PlanFilter,
-                   ("owner", admin.RelatedOnlyFieldListFilter), FeedbackFilter, ("created_at", CreatedFilter), "model")
+                   OthersTextFilter, ("owner", admin.RelatedOnlyFieldListFilter), FeedbackFilter,
+                   ("created_at", CreatedFilter), "model")
     search_fields = ("owner__username", "messages__content", "reply", "error", "feedback_comment", "client_name")
     search_help_text = ("The owner's username, or words of the question, the reply, the error or the feedback, or "
                         "the name of the access token an MCP run was made with.")

@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 
 from assistant.dashboard.reads import (
     CHANNEL_CHOICES,
+    TOP,
     TREE_CHOICES,
     Dashboard,
     DashboardQuery,
@@ -232,6 +233,14 @@ def page_context(board: Dashboard) -> dict[str, Any]:
         "revisions_per_plan": "—" if plans.revisions_per_plan is None else f"{plans.revisions_per_plan:.1f}",
         "plan_steps_failed_share": _rate(plans.failed, plans.steps),
         "plan_members": [member_row(row) for row in plans.members],
+        "containment": board.containment,
+        "labelled_url": run_list_url(query, others_text="read"),
+        "labelled_share": _rate(board.containment.labelled, board.runs),
+        "contained_url": run_list_url(query, others_text="asked"),
+        "contained_tools": [{"name": tool.name, "held": tool.held, "approved": tool.approved, "denied": tool.denied,
+                             "refused": tool.refused, "url": run_list_url(query, **tool_lookups(tool.name))}
+                            for tool in sorted(board.tools, key=lambda tool: (-tool.held - tool.refused, tool.name))
+                            if tool.held or tool.refused][:TOP],
     }
 
 

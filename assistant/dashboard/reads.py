@@ -17,6 +17,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from assistant.models import AgentPlan, AgentRun, AgentStep, Channel
+from assistant.turn.confirmation import REFUSED_REASON_START
 
 #: The range shown when none (or a bad one) is asked for: the last 14 days, today included.
 DEFAULT_DAYS = 14
@@ -168,6 +169,12 @@ class ToolFigures:
     name: str
     calls: int
     failures: int
+    #: Of its calls, those containment held: asked the person (and how they answered), or refused outright.
+    held: int = 0
+    approved: int = 0
+    denied: int = 0
+    waiting: int = 0
+    refused: int = 0
 
     @property
     def failure_rate(self) -> float:
@@ -213,6 +220,20 @@ class PlanFigures:
 
 
 @dataclass
+class ContainmentFigures:
+    """Runs that read someone else's text, and what became of the writes it held (docs/security.md)."""
+
+    labelled: int = 0
+    asked: int = 0
+    approved: int = 0
+    denied: int = 0
+    waiting: int = 0
+    #: Asked, and never answered: the run ended first (stopped, signed out, a new message, a limit).
+    unanswered: int = 0
+    refused: int = 0
+
+
+@dataclass
 class Dashboard:
     """Every figure the page shows, for one query."""
 
@@ -232,6 +253,7 @@ class Dashboard:
     #: How many were calls of people's own agents over MCP (each call a run of channel `mcp`).
     mcp_runs: int = 0
     plans: PlanFigures = field(default_factory=PlanFigures)
+    containment: ContainmentFigures = field(default_factory=ContainmentFigures)
     by_outcome: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -299,14 +321,31 @@ def specs_list() -> list[str]:
 
 
 def _tools_in(runs: QuerySet[AgentRun]) -> list[ToolFigures]:
-    """Calls and failed calls per tool in `runs`. (Runs per tool would need COUNT(DISTINCT run), which
-    sorts or hashes every call of the range apart: three times the cost on a year of 50,000 runs.)"""
+    """Calls and failed calls per tool in `runs`, and those containment held, in one query. (Runs per tool would
+    need COUNT(DISTINCT run), which sorts or hashes every call of the range apart: three times the cost on a
+    year of 50,000 runs.)"""
     failed = Q(result__status__in=sorted(AgentStep.FAILED_OUTCOMES))
+    held = Q(containment__isnull=False)
     rows = (
         AgentStep.objects.filter(run__in=runs.values("id"), kind=AgentStep.Kind.TOOL_CALL).exclude(tool_name="")
-        .order_by().values("tool_name").annotate(calls=Count("id"), failures=Count("id", filter=failed))
+        .order_by().values("tool_name").annotate(
+            calls=Count("id"), failures=Count("id", filter=failed), held=Count("id", filter=held),
+            approved=Count("id", filter=held & Q(confirmation=AgentStep.Confirmation.APPROVED)),
+            denied=Count("id", filter=held & Q(confirmation=AgentStep.Confirmation.DENIED)),
+            waiting=Count("id", filter=held & Q(state=AgentStep.State.AWAITING_CONFIRMATION)),
+            refused=Count("id", filter=Q(result__reason__startswith=REFUSED_REASON_START)))
     )
-    return [ToolFigures(row["tool_name"], row["calls"], row["failures"]) for row in rows]
+    return [ToolFigures(row["tool_name"], row["calls"], row["failures"], row["held"], row["approved"],
+                        row["denied"], row["waiting"], row["refused"]) for row in rows]
+
+
+def _containment_in(labelled: int, tools: list[ToolFigures]) -> ContainmentFigures:
+    asked = sum(tool.held for tool in tools)
+    approved, denied = sum(tool.approved for tool in tools), sum(tool.denied for tool in tools)
+    waiting = sum(tool.waiting for tool in tools)
+    return ContainmentFigures(labelled=labelled, asked=asked, approved=approved, denied=denied, waiting=waiting,
+                              unanswered=asked - approved - denied - waiting,
+                              refused=sum(tool.refused for tool in tools))
 
 
 def _plans_in(runs: QuerySet[AgentRun]) -> PlanFigures:
@@ -340,7 +379,8 @@ def _plans_in(runs: QuerySet[AgentRun]) -> PlanFigures:
 
 
 def dashboard_get(query: DashboardQuery) -> Dashboard:
-    """The figures for `query`, in seven queries whatever the range's length."""
+    """The figures for `query`, in seven queries whatever the range's length (those of containment ride on
+    the tools' and the runs' own)."""
     runs = runs_in(query).order_by()
     runs_by_day: dict[datetime.date, dict[str, int]] = {day: {} for day in query.days}
     tokens_by_day: dict[datetime.date, int] = dict.fromkeys(query.days, 0)
@@ -354,6 +394,7 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         none=Count("id", filter=Q(quality_score__isnull=True)),
         members=Count("id", filter=Q(parent__isnull=False)),
         mcp=Count("id", filter=Q(channel=Channel.MCP)),
+        labelled=Count("id", filter=~Q(others_text=[])),
     )
     tools = _tools_in(runs)
 
@@ -366,4 +407,5 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         p95_ms=overall["p95"], thumbs_up=overall["up"], thumbs_down=overall["down"],
         no_feedback=overall["none"], tools=tools, stop_reasons=top("stop_reason"), errors=top("error"),
         member_runs=overall["members"], mcp_runs=overall["mcp"], plans=_plans_in(runs),
+        containment=_containment_in(overall["labelled"], tools),
     )

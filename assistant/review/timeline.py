@@ -24,6 +24,7 @@ from assistant.models import AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.offer import PLAN_TOOL
 from assistant.review.marks import Effect
 from assistant.review.plans import RunPlan, plan_anchor, plans_by_run, run_plan
+from assistant.tools.provenance import describe
 
 Kind = AgentStep.Kind
 State = AgentStep.State
@@ -211,6 +212,9 @@ class RunTimeline:
     #: Its plan, every revision of it (None when it made none); and whether any run on the page planned.
     plan: RunPlan | None = None
     planned: bool = False
+    #: Whose text the run read (its label, docs/security.md), in words, with the step that read it (None when
+    #: no step of its own did: the page it was asked from, a recalled memory, the run that asked it).
+    others_text: list[tuple[str, int | None]] = field(default_factory=list)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -373,8 +377,20 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
         top=by_id.get(run.root_id) if run.root_id else None,
         members=members, unplaced=unplaced,
         totals=_totals(run, below, figures, now) if below else None,
-        plan=plans.get(run.pk), planned=bool(revisions),
+        plan=plans.get(run.pk), planned=bool(revisions), others_text=others_text_read(run),
     )
+
+
+def others_text_read(run: AgentRun) -> list[tuple[str, int | None]]:
+    """The run's label as staff read it: for each step that read someone else's text (in the order read), whose
+    and what; then what came from no step of the run's own."""
+    by_step: dict[int | None, list[dict[str, Any]]] = {}
+    for source in run.others_text or []:
+        if isinstance(source, dict):
+            step = source.get("step")
+            by_step.setdefault(step if isinstance(step, int) else None, []).append(source)
+    ordered = sorted(by_step, key=lambda step: (step is None, step or 0))
+    return [(describe(by_step[step]), step) for step in ordered]
 
 
 def _took_ms(run: AgentRun, now: datetime) -> int | None:

@@ -42,9 +42,13 @@ def containment_card(others_text: list[dict[str, Any]]) -> dict[str, Any]:
     return {"why": f"The assistant read {describe(others_text)} before this.", "others_text": others_text}
 
 
+#: How the reason of a write refused by containment begins (the `refuse` policy): the dashboard counts them by it.
+REFUSED_REASON_START = "This assistant takes no action after reading text someone else wrote"
+
+
 def refused_outcome(others_text: list[dict[str, Any]]) -> dict[str, Any]:
     return {"status": "denied", "took_effect": False,
-            "reason": "This assistant takes no action after reading text someone else wrote "
+            "reason": f"{REFUSED_REASON_START} "
                       f"({describe(others_text)}). Nothing was done; tell the person what you would have done, "
                       "for them to do it themselves."}
 

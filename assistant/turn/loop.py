@@ -354,7 +354,10 @@ class Turn:
         carried: list[dict[str, Any]] = []
         recalled = memory_recall(owner=self.user, spec=self.run.spec, vector=vector, embedder=embedder, limit=limit,
                                  others_text=carried)
-        self._read_before = merge(self._read_before, [{**source, "where": "a memory"} for source in carried])
+        # The step that read it was another run's: here it was read from the memory, before any step.
+        self._read_before = merge(self._read_before, [
+            {**{key: value for key, value in source.items() if key != "step"}, "where": "a memory"}
+            for source in carried])
         return recalled
 
     def _transcript(self) -> list[Message]:
