@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     # elicitation answer) before it is asked again.
     "MCP_CALLS_PER_MINUTE": 60,
     "MCP_APPROVAL_SECONDS": 600,
+    "MCP_CONTAINMENT_SECONDS": 1800,
     # Hosted agents connecting through OAuth (assistant/mcp/oauth.py): the dynamic client registrations one
     # client address may make in an hour (anyone may register, signed out, and each stores a client).
     "MCP_OAUTH_REGISTRATIONS_PER_HOUR": 20,

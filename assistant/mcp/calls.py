@@ -42,6 +42,7 @@ from assistant.rows import write_together
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
 from assistant.tools.executor import ToolOutcome, execute_tool
+from assistant.tools.provenance import merge
 from assistant.turn.model_output import storable_json
 
 #: What a run's `model` says for a call the person's own agent made: no model of this site took part.
@@ -144,9 +145,34 @@ def _asked(tool: Tool, caller: Caller) -> str:
     return f"Your agent “{caller.token.name}” called {tool.name}."
 
 
-def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: str = "") -> tuple[AgentRun, AgentStep]:
+def held_by_containment(caller: Caller, tool: Tool) -> list[dict[str, Any]]:
+    """For a token that asked for containment: whose text its calls returned within the window, when `tool`
+    writes (a write then waits for the person, as in the panel); [] when nothing holds it."""
+    token = caller.token
+    if not token.containment or tool.kind == "read" or token.others_text_until is None:
+        return []
+    return list(token.others_text or []) if token.others_text_until > timezone.now() else []
+
+
+def containment_note(caller: Caller, outcome: ToolOutcome) -> None:
+    """A call of a token with containment returned someone else's text: its writes wait for the person until
+    MCP_CONTAINMENT_SECONDS from now (what it returned before, within the window, still counts)."""
+    token = caller.token
+    if not token.containment or not outcome.others_text:
+        return
+    now = timezone.now()
+    earlier = token.others_text if token.others_text_until and token.others_text_until > now else []
+    token.others_text = merge(earlier, outcome.others_text)
+    token.others_text_until = now + timedelta(seconds=float(assistant_settings.MCP_CONTAINMENT_SECONDS))
+    AccessToken.objects.filter(pk=token.pk).update(others_text=token.others_text,
+                                                   others_text_until=token.others_text_until)
+
+
+def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: str = "",
+             containment: dict[str, Any] | None = None) -> tuple[AgentRun, AgentStep]:
     """The call's run and its one tool step, both rows before anything runs; waiting for the person when
-    `summary` (the approval sentence) is given, else working."""
+    `summary` (the approval sentence) is given, else working. `containment`: why it waits (the token's
+    containment held it), kept on the step and the run labelled with whose text it was."""
     now = timezone.now()
     config = run_config(spec=caller.token.spec)
     config["model"] = CLIENT_MODEL
@@ -169,6 +195,7 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
         chat = token_chat(caller)
         run = AgentRun(
             owner=caller.user, chat=chat, spec=caller.token.spec, model=CLIENT_MODEL, config=config,
+            others_text=(containment or {}).get("others_text") or [],
             channel=Channel.MCP, client_name=caller.token.name, client_token_id=caller.token.pk,
             status=AgentRun.Status.AWAITING_CONFIRMATION if waits else AgentRun.Status.RUNNING,
             started_at=now, clock_started_at=now,
@@ -187,7 +214,7 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
             run=run, seq=1, kind=AgentStep.Kind.TOOL_CALL, tool_name=tool.name, call_id=f"mcp-{run.pk}",
             arguments=stored,
             state=AgentStep.State.AWAITING_CONFIRMATION if waits else AgentStep.State.STARTED,
-            reason=WAITING if waits else "", summary=summary,
+            reason=WAITING if waits else "", summary=summary, containment=containment,
         )
         publish_to_user(caller.user.pk, run_event("assistant.sent", run, chat=chat_payload(chat, latest=message),
                                                   message=message_payload(message), run=run_payload(run)))
@@ -288,6 +315,7 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
     outcome = execute_tool(caller.user, step.tool_name, step.arguments, spec=caller.token.spec,
                            profile=caller.profile)
     answer = outcome.to_model()
+    containment_note(caller, outcome)
     step.state, step.result = AgentStep.State.FINISHED, answer
     step.took_effect = bool(outcome.took_effect)
     step.reason = "" if outcome.took_effect else str(answer.get("reason", ""))[:2000]
@@ -295,6 +323,9 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run.pk)
         step.save(update_fields=["state", "result", "took_effect", "reason", "duration_ms"])
+        if outcome.others_text:  # the run is labelled as a panel run is by what it read
+            run.others_text = merge(run.others_text, outcome.others_text)
+            run.save(update_fields=["others_text"])
         publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
         if run.is_active:  # the person may have stopped it meanwhile: the record keeps their Stop
             agent_call_reply(run, [step], outcome_words(outcome))

@@ -5,6 +5,7 @@ from typing import Any
 
 from django import forms
 
+from assistant.conf import assistant_settings
 from assistant.mcp.models import NAME_MAX
 from assistant.mcp.tokens import spec_choices
 
@@ -19,6 +20,10 @@ class TokenCreateForm(forms.Form):
     spec = forms.ChoiceField(label="Assistant spec", help_text="Whose tools and profile the token acts with.")
     read_only = forms.BooleanField(required=False, label="Read-only",
                                    help_text="Read tools only, whatever the spec may do.")
+    containment = forms.BooleanField(
+        required=False, label="Ask me before it writes after reading others' text",
+        help_text="Once a call has returned text someone else wrote (a comment, a shared project), each change "
+                  "it asks for soon after waits for your approval.")
     expires = forms.ChoiceField(required=False, label="Expires", choices=list(EXPIRY_LABELS.items()))
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -28,6 +33,10 @@ class TokenCreateForm(forms.Form):
         spec = self.fields["spec"]
         assert isinstance(spec, forms.ChoiceField)  # noqa: S101  (for the type checker)
         spec.choices = [(name, name) for name in spec_choices()]
+        minutes = max(1, round(float(assistant_settings.MCP_CONTAINMENT_SECONDS) / 60))
+        self.fields["containment"].help_text = (
+            "Once a call has returned text someone else wrote (a comment, a shared project), each change it asks "
+            f"for in the next {minutes} minute{'' if minutes == 1 else 's'} waits for your approval.")
 
     def expires_in(self) -> timedelta | None:
         return EXPIRIES[self.cleaned_data.get("expires") or ""]

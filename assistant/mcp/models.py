@@ -45,6 +45,15 @@ class AccessToken(models.Model):
     # the app's OAuth access token, refreshed by the app; this row holds the person's choices and is what
     # they see and revoke.
     oauth_grant_id = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
+    # Containment on the token's calls (docs/security.md), for a person whose agent should not act on what
+    # others wrote without asking: once a call has returned someone else's text, every write the token asks
+    # for within MCP_CONTAINMENT_SECONDS waits for the person, on a card that says whose text it was.
+    containment = models.BooleanField(
+        default=False, help_text="Ask the person before any write in the window after a call returned text "
+                                 "someone else wrote.")
+    others_text = models.JSONField(default=list, db_default=[], blank=True, editable=False,
+                                   help_text="Whose text the token's calls returned in the current window.")
+    others_text_until = models.DateTimeField(null=True, blank=True, editable=False)
     chat = models.ForeignKey("assistant.AgentChat", null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="+", editable=False)
 

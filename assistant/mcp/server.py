@@ -39,6 +39,7 @@ from assistant.mcp.calls import (
     CallRefused,
     approval_summary,
     call_digest,
+    held_by_containment,
     rate_check,
     run_open,
     step_decline,
@@ -56,6 +57,7 @@ from assistant.tools.executor import invalid_arguments
 from assistant.tools.offer import parameters_of
 from assistant.tools.registry import registry
 from assistant.tools.validation import nul_errors
+from assistant.turn.confirmation import containment_card
 
 logger = logging.getLogger(__name__)
 
@@ -198,6 +200,9 @@ def _offered(name: str) -> Any:
 def _result(outcome: Any) -> dict[str, Any]:
     answer: dict[str, Any] = outcome.to_model()
     if outcome.status in ("done", "data"):
+        # Every result says whose text it carries, [] for only the person's own and the site's values: the
+        # agent's own model can weigh what others wrote as the panel's containment does (docs/agents.md).
+        answer.setdefault("others_text", [])
         return answer
     # A refusal, a form's errors, a missing object: the client's model reads the outcome and can correct
     # itself (errors are by field, as the panel's model hears them).
@@ -224,14 +229,15 @@ def _sentence(text: str) -> str:
 def _ask(request: HttpRequest, step: AgentStep, caller: Caller) -> NoReturn:
     """Ask the person through their client (which answers by calling again), when it can be asked;
     otherwise the call is refused saying where the question waits."""
-    message = f"{_sentence(step.summary)}\n\nYour agent “{caller.token.name}” asks to do this as you. Approve?"
+    why = f"{(step.containment or {}).get('why')} " if step.containment else ""
+    message = f"{why}{_sentence(step.summary)}\n\nYour agent “{caller.token.name}” asks to do this as you. Approve?"
     try:
         elicit(request, message, APPROVAL_SCHEMA, key=f"{APPROVAL_KEY}{step.pk}", expired_message=None)
     except ElicitationUnavailableError:
         raise ToolError(
-            f"This needs the person's approval first: {_sentence(step.summary)} It now waits in their assistant panel; "
-            "once they approve it there, call this tool again with the same arguments and it runs once. "
-            "Nothing was done yet.") from None
+            f"This needs the person's approval first: {why}{_sentence(step.summary)} It now waits in their "
+            "assistant panel; once they approve it there, call this tool again with the same arguments and it "
+            "runs once. Nothing was done yet.") from None
     # Only reached with an answer already in the call, which `call_tool` takes before asking.
     raise ToolError("The approval question could not be asked; nothing was done.")
 
@@ -252,12 +258,14 @@ def call_tool(name: str, request: HttpRequest, arguments: dict[str, Any]) -> dic
         rate_check(caller, name=name, arguments=arguments, writes=tool.kind != "read")
     except CallRefused as refused:
         raise ToolError(refused.message) from None
-    if not tool.confirm:
+    held = held_by_containment(caller, tool)
+    if not tool.confirm and not held:
         run, step = run_open(caller, tool, arguments)
         return _result(step_run(caller, run, step))
     waiting = waiting_call(caller, tool, arguments)
     if waiting is None:
-        run, step = run_open(caller, tool, arguments, summary=approval_summary(caller, tool, arguments))
+        run, step = run_open(caller, tool, arguments, summary=approval_summary(caller, tool, arguments),
+                             containment=containment_card(held) if held else None)
     else:
         run, step = waiting
         if step.confirmation == AgentStep.Confirmation.APPROVED and step_take(step, answered=False):

@@ -155,10 +155,12 @@ def _new_secret() -> tuple[str, str]:
 
 def token_create(
     *, owner: Any, name: str | None = None, spec: str | None = None, read_only: bool = False,
-    expires_in: timedelta | None = None, oauth_grant_id: int | None = None,
+    expires_in: timedelta | None = None, oauth_grant_id: int | None = None, containment: bool = False,
 ) -> CreatedToken:
     """A new token for `owner`, acting under `spec` (default: the SPEC setting), read-only or not, expiring
-    after `expires_in` (default: never). The plain token is in the result and nowhere else.
+    after `expires_in` (default: never). With `containment`, a write the token asks for after one of its
+    calls returned someone else's text waits for the person (see AccessToken.containment). The plain token is
+    in the result and nowhere else.
 
     With `oauth_grant_id`, the token of an app the person connected through OAuth (assistant/mcp/oauth.py):
     its plain token is never shown (the app calls with its OAuth access token), and a name already taken is
@@ -187,7 +189,8 @@ def token_create(
         with transaction.atomic():
             token = AccessToken.objects.create(
                 owner=owner, name=label, prefix=prefix, token_hash=token_hash(secret), spec=spec_name,
-                read_only=read_only, password_fingerprint=password_fingerprint(owner), created_at=now,
+                read_only=read_only, containment=containment, password_fingerprint=password_fingerprint(owner),
+                created_at=now,
                 expires_at=now + expires_in if expires_in is not None else None, oauth_grant_id=oauth_grant_id,
             )
     except IntegrityError:

@@ -32,7 +32,8 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
             try:
                 created = token_create(owner=request.user, name=form.cleaned_data["name"],
                                        spec=form.cleaned_data["spec"], read_only=form.cleaned_data["read_only"],
-                                       expires_in=form.expires_in())
+                                       expires_in=form.expires_in(),
+                                       containment=form.cleaned_data["containment"])
             except InvalidTokenRequest as problem:
                 form.add_error(problem.field if problem.field in form.fields else None, str(problem))
         if created is not None:

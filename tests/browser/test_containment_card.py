@@ -11,8 +11,14 @@ from typing import Any
 from playwright.sync_api import expect
 
 from assistant.models import AgentStep
-from tests.browser.harness import BROWSER_MARKS, axe_violations, describe_violations, log_in, screenshot, \
-    wait_for_replies
+from tests.browser.harness import (
+    BROWSER_MARKS,
+    axe_violations,
+    describe_violations,
+    log_in,
+    screenshot,
+    wait_for_replies,
+)
 from tests.conftest import WorkerProcess
 from tracker.models import Comment, Project, Task
 

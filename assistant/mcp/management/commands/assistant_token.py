@@ -1,4 +1,4 @@
-"""`manage.py assistant_token create --user U [--spec S] [--read-only] [--name N] [--expires 30d]` and
+"""`manage.py assistant_token create --user U [--spec S] [--read-only] [--containment] [--name N] [--expires 30d]` and
 `manage.py assistant_token revoke NAME_OR_ID --user U`: access tokens for scripts.
 
 `create` prints the new token alone on its last line (`... | tail -n 1` takes it), and only then."""
@@ -31,6 +31,9 @@ class Command(BaseCommand):
         create.add_argument("--spec", help="the assistant spec it acts under (default: the SPEC setting)")
         create.add_argument("--read-only", action="store_true", dest="read_only",
                             help="the restricted profile (read tools only), whatever the spec says")
+        create.add_argument("--containment", action="store_true",
+                            help="hold each write for the person's approval after a call returned someone "
+                                 "else's text (for MCP_CONTAINMENT_SECONDS)")
         create.add_argument("--name", help="the token's label (default: 'token <prefix>')")
         create.add_argument("--expires", metavar="DURATION", help="12h, 30d or 8w from now (default: never)")
         revoke = actions.add_parser("revoke", help="revoke a token by its id or name")
@@ -47,12 +50,15 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
 
     def _create(self, *, user: str, spec: str | None, read_only: bool, name: str | None, expires: str | None,
-                **options: Any) -> None:
+                containment: bool = False, **options: Any) -> None:
         owner = token_owner(user)
         expires_in = parse_duration(expires) if expires is not None else None
-        created = token_create(owner=owner, name=name, spec=spec, read_only=read_only, expires_in=expires_in)
+        created = token_create(owner=owner, name=name, spec=spec, read_only=read_only, expires_in=expires_in,
+                               containment=containment)
         token = created.token
         profile = "read-only" if token.read_only else "its spec's profile"
+        if token.containment:
+            profile += ", asking before writes after someone else's text"
         self.stdout.write(f"Created the token “{token.name}” (id {token.pk}) for {owner}: spec {token.spec}, "
                           f"{profile}, {expires_words(token.expires_at)}.")
         self.stdout.write("It is shown this once and stored only as a hash; keep it now:")
