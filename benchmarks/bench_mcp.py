@@ -174,8 +174,9 @@ def measure(*, rounds: int = ROUNDS, calls_per_block: int = CALLS_PER_BLOCK,
                     result.rounds[kind].append(times)
                     if kind == "mcp":
                         result.mcp_calls += warmup + calls_per_block
-                # The agent is told exactly what the panel's model would be (dates and the like as JSON text).
-                expected = json.loads(json.dumps(answers["executor"], default=str))
+                # The agent is told exactly what the panel's model would be (dates and the like as JSON text),
+                # and always whose text it carries (`others_text`, [] for none: docs/agents.md).
+                expected = {"others_text": [], **json.loads(json.dumps(answers["executor"], default=str))}
                 if answers["mcp"] != expected:
                     raise RuntimeError(f"The MCP answer {answers['mcp']!r} is not the executor's {expected!r}")
                 print(f"  round {number + 1}: " + ", ".join(
