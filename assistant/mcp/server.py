@@ -199,10 +199,11 @@ def _offered(name: str) -> Any:
 
 def _result(outcome: Any) -> dict[str, Any]:
     answer: dict[str, Any] = outcome.to_model()
+    # Every outcome says whose text it carries, [] for only the person's own and the site's values: the agent's
+    # own model can weigh what others wrote as the panel's containment does (docs/agents.md). An error's JSON
+    # too: a form's errors or a refusal may quote an object's text.
+    answer.setdefault("others_text", [])
     if outcome.status in ("done", "data"):
-        # Every result says whose text it carries, [] for only the person's own and the site's values: the
-        # agent's own model can weigh what others wrote as the panel's containment does (docs/agents.md).
-        answer.setdefault("others_text", [])
         return answer
     # A refusal, a form's errors, a missing object: the client's model reads the outcome and can correct
     # itself (errors are by field, as the panel's model hears them).
@@ -242,6 +243,11 @@ def _ask(request: HttpRequest, step: AgentStep, caller: Caller) -> NoReturn:
     raise ToolError("The approval question could not be asked; nothing was done.")
 
 
+def _may_be_held(caller: Caller, tool: Tool) -> bool:
+    """Whether a call of `tool` by this token may have been held by containment before (and wait still)."""
+    return caller.token.containment and tool.kind != "read"
+
+
 def call_tool(name: str, request: HttpRequest, arguments: dict[str, Any]) -> dict[str, Any]:
     """One `tools/call`: a run of the person's, approved where the panel would ask first."""
     caller = _caller(request)
@@ -259,10 +265,14 @@ def call_tool(name: str, request: HttpRequest, arguments: dict[str, Any]) -> dic
     except CallRefused as refused:
         raise ToolError(refused.message) from None
     held = held_by_containment(caller, tool)
-    if not tool.confirm and not held:
+    asks = tool.confirm or bool(held)
+    # A write containment held stays the person's to answer once asked, even when the window ends before they
+    # do: the agent calling again gets their answer, not a way round it. Only a token with containment has such
+    # writes, so no other write looks for one.
+    waiting = waiting_call(caller, tool, arguments) if asks or _may_be_held(caller, tool) else None
+    if not asks and waiting is None:
         run, step = run_open(caller, tool, arguments)
         return _result(step_run(caller, run, step))
-    waiting = waiting_call(caller, tool, arguments)
     if waiting is None:
         run, step = run_open(caller, tool, arguments, summary=approval_summary(caller, tool, arguments),
                              containment=containment_card(held) if held else None)
