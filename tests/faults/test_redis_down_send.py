@@ -4,6 +4,7 @@ stays open, and events lost meanwhile are followed by `assistant.resync`."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -53,6 +54,7 @@ def test_a_send_while_redis_is_unreachable_is_kept_and_answered_once_redis_is_ba
         during = await receive_until(socket, lambda event: event["type"] == "assistant.error")
         assert await pong(socket, "during")  # the socket stays open
         outage.restore()
+        await until_events_arrive_again(socket, alice.pk)
         # The run waits in the database; a worker's periodic sweep queues it again once it is overdue.
         await database_sync_to_async(_make_overdue)(during[0]["run_id"])
         after = await receive_until(socket, lambda event: event["type"] == "assistant.replied", timeout=30)
@@ -73,6 +75,29 @@ def test_a_send_while_redis_is_unreachable_is_kept_and_answered_once_redis_is_ba
     assert list(AgentMessage.objects.filter(chat_id=run.chat_id).values_list("role", "content")) == [
         ("user", "Are you there?"), ("assistant", "Here after the outage."),
     ]
+
+
+async def until_events_arrive_again(socket: WebsocketCommunicator, owner_id: int) -> None:
+    """Until an event published now reaches the socket, which its subscription, come back through the proxy,
+    shows. The worker's reply is published on the worker's own way to Redis, which never failed: nothing
+    owes the socket a resync for it, and a reply published before the subscription was back (a sweep may
+    queue the run at once) would be lost on the way to this test."""
+    probe = {"type": "assistant.step", "run_id": 0, "chat_id": 0, "step": {"seq": 0}}
+    stop = threading.Event()
+
+    def keep_publishing() -> None:
+        while not stop.is_set():
+            publisher.publish(user_group(owner_id), probe)
+            publisher.flush(5.0)
+            stop.wait(0.2)
+
+    publishing = threading.Thread(target=keep_publishing, daemon=True)
+    publishing.start()
+    try:
+        await receive_until(socket, lambda event: event["type"] == "assistant.step", timeout=30)
+    finally:
+        stop.set()
+        publishing.join()
 
 
 def _make_overdue(run_id: int) -> None:

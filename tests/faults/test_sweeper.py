@@ -55,14 +55,27 @@ def queued_run_ids(broker: Valkey) -> list[int]:
 
 
 def sweepers(broker: Valkey, count: int, *phases: tuple[float, int]) -> list[subprocess.Popen[str]]:
+    """`count` sweeping processes, each sweeping in phases of (seconds after the start, sweeps). They start
+    together once every one of them is ready: a fixed head start was too short on a busy machine, and
+    the phases, begun late, fell into one lease period."""
     env = {**os.environ, "DATABASE_URL": _test_database_url(), "REDIS_URL": broker.url,
            "DJANGO_SETTINGS_MODULE": "tests.faults.settings"}
     arguments = [str(value) for phase in phases for value in phase]
-    return [
+    processes = [
         subprocess.Popen([sys.executable, "-m", "tests.faults.sweep", *arguments], cwd=PROJECT_DIR, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(count)
     ]
+    for process in processes:
+        assert process.stdout is not None and process.stderr is not None
+        if process.stdout.readline() != "ready\n":
+            raise AssertionError(f"a sweeper did not start: {process.stderr.read()}")
+    start = time.time() + 0.2
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write(f"{start}\n")
+        process.stdin.flush()
+    return processes
 
 
 def finish(processes: list[subprocess.Popen[str]]) -> list[int]:
@@ -91,8 +104,7 @@ def test_racing_sweepers_requeue_each_lost_run_once_per_lease_period(alice: Any,
 
     # Three workers' sweepers start at the same instant and sweep five times each, well within one lease
     # period; then, once the period has passed, five times each again.
-    start = time.time() + 4  # time for the processes to start Django
-    processes = sweepers(broker, 3, (start, 5), (start + LEASE_SECONDS + 1.0, 5))
+    processes = sweepers(broker, 3, (0, 5), (LEASE_SECONDS + 1.0, 5))
     said = finish(processes)
 
     enqueued = Counter(queued_run_ids(broker))
