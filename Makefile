@@ -23,9 +23,13 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) -m devstack run
 
-## The whole suite against the real services (Redis database 1, so it never shares queues with `make run`).
+## The whole suite against the real services (Redis database 1, so it never shares queues with `make run`), in
+## one test process a core (at most 7; each has its own test database, Redis database and worker: see
+## tests/settings.py), a test file's tests in one process. TEST_PROCESSES=0 runs it in this process alone.
+TEST_PROCESSES ?= auto
 test: $(STAMP)
-	$(PY) -m devstack exec --redis-db 1 -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m devstack exec --redis-db 1 -- $(PY) -m pytest -n $(TEST_PROCESSES) --maxprocesses 7 --dist loadfile \
+		$(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -4,8 +4,30 @@ from __future__ import annotations
 
 import os
 
-from config.settings import *  # noqa: F403
-from config.settings import INSTALLED_APPS, MIDDLEWARE
+from django.conf import global_settings
+
+# Under pytest-xdist each test process is a site of its own: its own test database (pytest-django names it
+# after the process), and its own Redis database for Celery's queues, the results, the channel layer (whose
+# prefix carries the number) and the assistant's keys, so one process's worker never takes another's runs.
+# Process gwN takes the session's database plus 2N (1, 3, 5, 7 under `make test`), leaving 0 to `make run`
+# and 2 to `make bench`. The worker and servers a test starts inherit the address, and the mark that it was
+# moved already, from this process's environment.
+_test_process = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _test_process.startswith("gw") and os.environ.get("REDIS_URL") and (
+    os.environ.get("TEST_REDIS_MOVED_FOR") != _test_process
+):
+    from devstack.services import with_redis_db
+
+    _session_database = int(os.environ["REDIS_URL"].rstrip("/").rpartition("/")[2] or 0)
+    _process_database = _session_database + 2 * int(_test_process[2:])
+    if _process_database > 15:  # a Redis server has 16 databases unless configured otherwise
+        raise RuntimeError(f"Test process {_test_process} would need Redis database {_process_database}: "
+                           "run fewer test processes (`make test TEST_PROCESSES=4`).")
+    os.environ["REDIS_URL"] = with_redis_db(os.environ["REDIS_URL"], _process_database)
+    os.environ["TEST_REDIS_MOVED_FOR"] = _test_process
+
+from config.settings import *  # noqa: E402, F403
+from config.settings import INSTALLED_APPS, MIDDLEWARE  # noqa: E402
 
 INSTALLED_APPS = [*INSTALLED_APPS, "tests.testapp"]
 # A host's own gate after authentication, as a site with a second factor or a maintenance switch has one.
@@ -45,3 +67,15 @@ ASSISTANT = {
                         "delegates": ["test-clerk"]},
     },
 }
+
+# The test database's commits return before their WAL reaches the disk: nothing a test checks depends on
+# surviving a power cut, and every test's many small transactions stop waiting for an fsync each. Only the
+# suite's sessions (and the workers and servers it starts on these settings) are changed, never the server.
+DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c synchronous_commit=off"  # noqa: F405
+# Tables emptied after a transactional test with DELETE rather than TRUNCATE (tests/postgresql/base.py).
+DATABASES["default"]["ENGINE"] = "tests.postgresql"  # noqa: F405
+
+# Every test makes its people with a password, and PBKDF2's many rounds (on purpose slow) cost a third of a
+# second a person on a small machine: the suite's own hashes are MD5's, which no test's claim depends on.
+# Django's own hashers stay behind it, so a hash made by a process on the site's settings still checks.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]

@@ -103,7 +103,8 @@ def fault_stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack
         database_url = _test_database_url()
     # Beside the suite's other logs, kept after the run for reading; emptied at the start, so no queue
     # from an earlier session is delivered against this session's fresh database.
-    directory = PROJECT_DIR / ".data" / "fault-stack"
+    # One per test process under pytest-xdist, as each has its own database.
+    directory = PROJECT_DIR / ".data" / "-".join(filter(None, ["fault-stack", os.environ.get("PYTEST_XDIST_WORKER")]))
     shutil.rmtree(directory, ignore_errors=True)
     stack = Stack(directory, database_url)
     try:
