@@ -202,13 +202,19 @@ def celery_worker(session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
     It is the only worker on the test database while the test runs: the fault suite's own worker (see
     tests/faults/stack.py) sweeps the same database, and would take this test's runs onto its own broker
     and channel layer. Likewise a fault test pauses this one, so it is started again if it rests."""
+    yield the_only_worker(session_worker)
+    session_worker.wait_idle()
+
+
+def the_only_worker(session_worker: WorkerProcess) -> WorkerProcess:
+    """The suite's worker, running, and the only one on the test database: a fault test in the same test
+    process stops it and starts a worker of its own (see `celery_worker`)."""
     from tests.faults.stack import Worker
 
     Worker.stop_all()
     if session_worker not in WorkerProcess.running:
         session_worker.start()
-    yield session_worker
-    session_worker.wait_idle()
+    return session_worker
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PROJECT_DIR, WorkerProcess, daphne_on_test_database
+from tests.conftest import PROJECT_DIR, WorkerProcess, daphne_on_test_database, the_only_worker
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 AXE_SCRIPT = PROJECT_DIR / "tests" / "assets" / "axe.min.js"
@@ -43,7 +43,9 @@ def site_model() -> str | None:
 
 @pytest.fixture(scope="module")
 def site_url(session_worker: WorkerProcess, django_db_blocker: Any, site_model: str | None) -> Iterator[str]:
-    """daphne serving the site (HTTP and websockets) on the test database, once per module."""
+    """daphne serving the site (HTTP and websockets) on the test database, once per module, with the suite's
+    worker answering (a fault test earlier in this test process may have stopped it)."""
+    the_only_worker(session_worker)
     env = {"ASSISTANT_MODEL": site_model} if site_model else None
     with daphne_on_test_database(django_db_blocker, env=env) as port:
         yield f"http://127.0.0.1:{port}"
