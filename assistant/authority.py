@@ -34,6 +34,7 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 
+from assistant import event_names
 from assistant.session_keys import SessionKeyUnreadable, session_key_digest, session_key_open, session_key_seal
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ def session_group(session_key: str) -> str:
 
 
 def session_ended_event() -> dict[str, Any]:
-    return {"type": "assistant.session_ended", "message": SESSION_ENDED_MESSAGE}
+    return {"type": event_names.SESSION_ENDED, "message": SESSION_ENDED_MESSAGE}
 
 
 class RunAuthority:

@@ -18,6 +18,7 @@ from django.db.models import Model
 from django.dispatch import Signal
 from django.utils import timezone
 
+from assistant import event_names
 from assistant.authority import SESSION_ENDED, SentFrom
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
@@ -282,9 +283,9 @@ def run_finish(
         run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
                          holder=holder, with_rows=with_rows)
     if status == AgentRun.Status.CANCELLED:
-        publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
+        publish_to_user(run.owner_id, run_event(event_names.CANCELLED, run, run=run_payload(run)))
     elif status != AgentRun.Status.SUCCEEDED:
-        publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
+        publish_to_user(run.owner_id, run_event(event_names.REPLY_FAILED, run, error=error, run=run_payload(run)))
     return run
 
 
@@ -326,10 +327,10 @@ def _run_close(
             raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
         for row in with_rows:  # announced in the order written, before what the end changes
             if isinstance(row, AgentStep):
-                publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(row)))
+                publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(row)))
     for step in unrun:
         step.save(update_fields=["state", "took_effect", "reason", "result"])
-        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+        publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(step)))
     if run.channel != Channel.EVAL:  # a replay is staff's experiment, not the person's record
         run_profile_record(run, steps)
     elif run.parent_id is None:
@@ -352,8 +353,8 @@ def _members_stop(run: AgentRun, *, status: str, stop_reason: str, error: str) -
         else:
             _run_close(run=below, status=status, stop_reason=stop_reason, error=error, reply="", steps=None,
                        holder=None)
-            publish_to_user(below.owner_id, run_event("assistant.cancelled" if status == AgentRun.Status.CANCELLED
-                                                      else "assistant.reply_failed", below, error=error,
+            publish_to_user(below.owner_id, run_event(event_names.CANCELLED if status == AgentRun.Status.CANCELLED
+                                                      else event_names.REPLY_FAILED, below, error=error,
                                                       run=run_payload(below)))
 
 

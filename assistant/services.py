@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from assistant import event_names
 from assistant.agent_calls import agent_call_answer
 from assistant.authority import (
     SESSION_ENDED,
@@ -156,7 +157,7 @@ def chat_send(
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
     run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
-    sent = run_event("assistant.sent", run, chat=chat_payload(chat, latest=message), message=message_payload(message),
+    sent = run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message), message=message_payload(message),
                      run=run_payload(run), request_id=request_id)
     publish_to_user(user.pk, sent)
     return Sent(chat=chat, message=message, run=run)
@@ -305,7 +306,7 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
         # Time spent waiting for the person is nobody's working time: the runs above this member (waiting
         # for it) start their clocks again too.
         AgentRun.objects.filter(pk__in=run_ancestor_ids(run)).update(clock_started_at=run.clock_started_at)
-    publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
+    publish_to_user(user.pk, run_event(event_names.STEP, run, step=step_payload(pending)))
     run_enqueue(run.pk)
     return run
 
@@ -346,7 +347,7 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
     profile_entry_score(owner=run.owner_id, spec_name=run.spec, run_id=run.pk, quality_score=run.quality_score)
     message = run.messages.filter(role=AgentMessage.Role.ASSISTANT).order_by("-id").first()
     publish_to_user(user.pk, run_event(
-        "assistant.feedback_saved", run, message_id=message.pk if message is not None else None,
+        event_names.FEEDBACK_SAVED, run, message_id=message.pk if message is not None else None,
         feedback=feedback_payload(run),
     ))
     return run
@@ -375,7 +376,7 @@ def chat_rename(*, user: Any, chat_id: int, title: str) -> AgentChat:
     chat = _chat_locked(user=user, chat_id=chat_id)
     chat.title = text
     chat.save(update_fields=["title"])
-    publish_to_user(user.pk, {"type": "assistant.chat_updated", "chat_id": chat.pk, "chat": chat_payload(chat)})
+    publish_to_user(user.pk, {"type": event_names.CHAT_UPDATED, "chat_id": chat.pk, "chat": chat_payload(chat)})
     return chat
 
 
@@ -392,7 +393,7 @@ def chat_delete(*, user: Any, chat_id: int) -> AgentChat:
         _cancel(active)
     chat.deleted_at = timezone.now()
     chat.save(update_fields=["deleted_at"])
-    publish_to_user(user.pk, {"type": "assistant.chat_deleted", "chat_id": chat.pk})
+    publish_to_user(user.pk, {"type": event_names.CHAT_DELETED, "chat_id": chat.pk})
     return chat
 
 

@@ -31,6 +31,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django_mcpz.server import ToolError
 
+from assistant import event_names
 from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
@@ -216,12 +217,12 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
             state=AgentStep.State.AWAITING_CONFIRMATION if waits else AgentStep.State.STARTED,
             reason=WAITING if waits else "", summary=summary, containment=containment,
         )
-        publish_to_user(caller.user.pk, run_event("assistant.sent", run, chat=chat_payload(chat, latest=message),
+        publish_to_user(caller.user.pk, run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message),
                                                   message=message_payload(message), run=run_payload(run)))
-        publish_to_user(caller.user.pk, run_event("assistant.step", run, step=step_payload(step)))
+        publish_to_user(caller.user.pk, run_event(event_names.STEP, run, step=step_payload(step)))
         if waits:
             publish_to_user(caller.user.pk, run_event(
-                "assistant.confirm", run, step=step_payload(step),
+                event_names.CONFIRM, run, step=step_payload(step),
                 tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
             ))
     return run, step
@@ -326,7 +327,7 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
         if outcome.others_text:  # the run is labelled as a panel run is by what it read
             run.others_text = merge(run.others_text, outcome.others_text)
             run.save(update_fields=["others_text"])
-        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+        publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(step)))
         if run.is_active:  # the person may have stopped it meanwhile: the record keeps their Stop
             agent_call_reply(run, [step], outcome_words(outcome))
     return outcome

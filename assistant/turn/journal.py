@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from assistant import event_names
 from assistant.events import publish_to_user
 from assistant.lifecycle import CancelledBeforeEnd, chat_activity_record, run_finish
 from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
@@ -83,7 +84,7 @@ class StepJournal:
             self.cancelled.set()
 
     def _publish_step(self, step: AgentStep) -> None:
-        publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
+        publish_to_user(self.run.owner_id, run_event(event_names.STEP, self.run, step=step_payload(step)))
 
     def _write(self, *writes: tuple[AgentStep, tuple[str, ...] | None]) -> None:
         """What is staged, then `writes` (a step to insert, with None, or to save those fields of), in one
@@ -226,7 +227,7 @@ class StepJournal:
                 raise self._lost()
             self.run.status, self.run.lease_owner, self.run.lease_expires_at = Status.AWAITING_CONFIRMATION, "", None
             publish_to_user(self.run.owner_id, run_event(
-                "assistant.confirm", self.run, step=step_payload(step),
+                event_names.CONFIRM, self.run, step=step_payload(step),
                 tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
             ))
         return step
@@ -274,7 +275,7 @@ class StepJournal:
                                    content=reply, run=self.run, created_at=at)
             run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message)
             publish_to_user(run.owner_id, run_event(
-                "assistant.replied", run, message=message_payload(message), run=run_payload(run)
+                event_names.REPLIED, run, message=message_payload(message), run=run_payload(run)
             ))
         return run, message
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from assistant import signals
+from assistant import event_names, signals
 from assistant.authority import RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
@@ -275,7 +275,7 @@ class Turn:
             raise LeaseLost()
         delta = clean_text(delta)
         self._streamed.append(delta)
-        publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
+        publish_to_user(self.run.owner_id, run_event(event_names.TEXT_DELTA, self.run, delta=delta))
         self.check_cancel()
         self.limits.check_wall_time()
 
