@@ -238,8 +238,10 @@ def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) 
             )
         else:
             continue
+        # A member that answered just before its asker was stopped leaves an outcome without a reason: the
+        # step then says nothing more than its answer does.
         step.state, step.took_effect, step.reason, step.result = (
-            AgentStep.State.FINISHED, outcome["took_effect"], outcome["reason"], outcome
+            AgentStep.State.FINISHED, outcome["took_effect"], outcome.get("reason", ""), outcome
         )
         closed.append(step)
     return closed
