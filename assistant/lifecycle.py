@@ -19,7 +19,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from assistant import event_names
-from assistant.authority import SESSION_ENDED, SentFrom
+from assistant.authority import SentFrom
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
 from assistant.models import AgentChat, AgentRun, AgentStep, Channel, step_counts
@@ -33,8 +33,6 @@ from assistant.turn.lease import LeaseLost, write_fenced
 
 # What a run the person stopped says, wherever it stopped.
 STOPPED_BY_YOU = "Stopped by you."
-# The stop reason of a call of the person's own agent whose approval nobody took up in time (assistant/mcp/).
-CLIENT_APPROVAL_EXPIRED = "expired"
 
 
 #: Sent once a replay's top run (channel `eval`) has ended and that end has committed, with `run_id`: an
@@ -191,22 +189,24 @@ def run_setting(run: AgentRun, key: str) -> Any:
     return run.setting(key)
 
 
+_Stop = AgentRun.StopReason
+
 # A tool step whose run ended before it ran: what happened to it, in words, by why the run ended and what
 # the person had answered (True approved, False asked and not answered, None never asked).
 _NOT_RUN_REASONS: dict[tuple[str, bool | None], str] = {
-    ("cancelled", None): "You stopped the run before this ran; the action was not taken.",
-    ("cancelled", False): "You stopped the run instead of answering; the action was not taken.",
-    ("cancelled", True): "You approved it, then stopped the run before it ran; the action was not taken.",
-    (SESSION_ENDED, None): "You were signed out before this ran; the action was not taken.",
-    (SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
-    (SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
-    ("superseded", False): "You sent a new message instead of answering; the action was not taken.",
-    (CLIENT_APPROVAL_EXPIRED, False): "Nobody answered in time, so your agent's call was not taken.",
-    (CLIENT_APPROVAL_EXPIRED, True): "You approved it, but your agent did not call it again in time; "
-                                     "the action was not taken.",
-    ("token_revoked", False): "The access token was revoked before you answered; the action was not taken.",
-    ("token_revoked", True): "You approved it, but the access token was revoked before your agent called "
-                             "again; the action was not taken.",
+    (_Stop.CANCELLED, None): "You stopped the run before this ran; the action was not taken.",
+    (_Stop.CANCELLED, False): "You stopped the run instead of answering; the action was not taken.",
+    (_Stop.CANCELLED, True): "You approved it, then stopped the run before it ran; the action was not taken.",
+    (_Stop.SESSION_ENDED, None): "You were signed out before this ran; the action was not taken.",
+    (_Stop.SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
+    (_Stop.SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
+    (_Stop.SUPERSEDED, False): "You sent a new message instead of answering; the action was not taken.",
+    (_Stop.EXPIRED, False): "Nobody answered in time, so your agent's call was not taken.",
+    (_Stop.EXPIRED, True): "You approved it, but your agent did not call it again in time; "
+                           "the action was not taken.",
+    (_Stop.TOKEN_REVOKED, False): "The access token was revoked before you answered; the action was not taken.",
+    (_Stop.TOKEN_REVOKED, True): "You approved it, but the access token was revoked before your agent called "
+                                 "again; the action was not taken.",
 }
 
 

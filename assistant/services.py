@@ -14,7 +14,6 @@ from django.utils import timezone
 from assistant import event_names
 from assistant.agent_calls import agent_call_answer
 from assistant.authority import (
-    SESSION_ENDED,
     SESSION_ENDED_MESSAGE,
     SentFrom,
     session_acts_as,
@@ -209,7 +208,7 @@ def _supersede(run: AgentRun) -> None:
             "The assistant is still working on your previous message in this chat. Wait for it, or stop it.",
         )
     for waiting in [*reversed(below), run]:
-        run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason="superseded",
+        run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.SUPERSEDED,
                    error="Superseded by a newer message; the pending action was not taken.")
 
 
@@ -246,7 +245,8 @@ def _stop_one(run: AgentRun) -> AgentRun:
         run.save(update_fields=["cancel_requested"])
         transaction.on_commit(lambda: request_cancel(run.pk))
         return run
-    return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="cancelled", error=STOPPED_BY_YOU)
+    return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.CANCELLED,
+                      error=STOPPED_BY_YOU)
 
 
 #: How long a comment on a plan may be (the person's words instead of an approval).
@@ -416,7 +416,8 @@ def session_runs_end(*, session_key: str) -> list[AgentRun]:
     digests = session_key_digests(session_key)
     runs = _session_digests_runs(digests)
     for run in runs:
-        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED, error=SESSION_ENDED_MESSAGE)
+        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.SESSION_ENDED,
+                   error=SESSION_ENDED_MESSAGE)
     # A working run (a member among them) is asked to stop as a Stop would, within a moment even while its
     # model streams; its worker finds the session gone, and says so.
     working = list(AgentRun.objects.filter(session_digest__in=digests, status=AgentRun.Status.RUNNING)
@@ -453,7 +454,7 @@ def ended_sessions_runs_end(*, user: Any) -> list[AgentRun]:
         # row was signed with that secret too), so its runs end as every ended session's do.
         with transaction.atomic():
             for run in _session_digests_runs(sorted(unreadable)):
-                run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED,
+                run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.SESSION_ENDED,
                            error=SESSION_ENDED_MESSAGE)
                 ended.append(run)
     return ended

@@ -35,7 +35,7 @@ from assistant import event_names
 from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
-from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_config, run_finish
+from assistant.lifecycle import run_config, run_finish
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
@@ -258,7 +258,7 @@ def run_expire(run: AgentRun) -> None:
         locked = AgentRun.objects.select_for_update().filter(pk=run.pk, status=AgentRun.Status.AWAITING_CONFIRMATION)
         waiting = locked.first()
         if waiting is not None:
-            run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason=CLIENT_APPROVAL_EXPIRED,
+            run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.EXPIRED,
                        error="Your agent did not call it again in time; the action was not taken.")
 
 

@@ -237,7 +237,7 @@ class Turn:
         except LeaseLost:
             logger.warning("Run %s is no longer held by this worker (%s); it stops", self.run.pk, self.heartbeat.holder)
         except ModelError as exc:
-            self._stop(StopRun(Status.FAILED, "model_error", str(exc)))
+            self._stop(StopRun(Status.FAILED, AgentRun.StopReason.MODEL_ERROR, str(exc)))
         except SessionEnded as ended:
             self._stop(StopRun(Status.CANCELLED, ended.stop_reason, ended.message))
 
@@ -268,7 +268,7 @@ class Turn:
             self.authority.check(now=True)
         except SessionEnded as ended:
             return StopRun(Status.CANCELLED, ended.stop_reason, ended.message)
-        return StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
+        return StopRun(Status.CANCELLED, AgentRun.StopReason.CANCELLED, STOPPED_BY_YOU)
 
     def _on_delta(self, delta: str) -> None:
         if not self.heartbeat.holds():
@@ -553,7 +553,7 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
             # Taken over in the meantime (LeaseLost): the new holder goes on with the run, untouched.
             if current is not None and current.is_active:
                 with contextlib.suppress(LeaseLost):
-                    run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
+                    run_finish(run=current, status=Status.FAILED, stop_reason=AgentRun.StopReason.INTERNAL_ERROR,
                                error=f"Something went wrong inside the assistant ({type(exc).__name__}).",
                                holder=holder)
     if run.parent_id is not None:
