@@ -189,6 +189,35 @@ def run_setting(run: AgentRun, key: str) -> Any:
     return run.setting(key)
 
 
+def step_announce(run: AgentRun, step: AgentStep) -> None:
+    """Tell the person's sockets about `step` of `run` as it now stands (`assistant.step`), once the write that
+    made it so commits: every write of a step is followed by this, whoever writes it."""
+    publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(step)))
+
+
+def step_outcome_set(step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None) -> None:
+    """Put a tool step's outcome (what the executor answered, or why nothing ran) on its row, not saved yet:
+    finished, whether it took effect (None: the outcome is unknown), and why not. The worker's journal and the
+    channels that run their own calls (assistant/agent_calls.py) end a step this one way."""
+    step.state = AgentStep.State.FINISHED
+    step.result = outcome
+    took_effect = outcome.get("took_effect")
+    step.took_effect = None if took_effect is None else bool(took_effect)
+    step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
+    if duration_ms is not None:
+        step.duration_ms = duration_ms
+
+
+def step_finish(run: AgentRun, step: AgentStep, outcome: dict[str, Any], *, duration_ms: int | None = None,
+                also_saved: Sequence[str] = ()) -> None:
+    """End a tool step of a run no worker holds (a call of the person's own agent): its outcome saved, with the
+    fields named in `also_saved` the caller set, and announced."""
+    step_outcome_set(step, outcome, duration_ms)
+    timed = ["duration_ms"] if duration_ms is not None else []
+    step.save(update_fields=["state", "result", "took_effect", "reason", *timed, *also_saved])
+    step_announce(run, step)
+
+
 _Stop = AgentRun.StopReason
 
 # A tool step whose run ended before it ran: what happened to it, in words, by why the run ended and what
@@ -329,10 +358,10 @@ def _run_close(
             raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
         for row in with_rows:  # announced in the order written, before what the end changes
             if isinstance(row, AgentStep):
-                publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(row)))
+                step_announce(run, row)
     for step in unrun:
         step.save(update_fields=["state", "took_effect", "reason", "result"])
-        publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(step)))
+        step_announce(run, step)
     if run.channel != Channel.EVAL:  # a replay is staff's experiment, not the person's record
         run_profile_record(run, steps)
     elif run.parent_id is None:

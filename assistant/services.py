@@ -29,6 +29,7 @@ from assistant.lifecycle import (
     run_descendants,
     run_finish,
     run_new,
+    step_announce,
 )
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
 from assistant.page_context import BadPage, page_context
@@ -38,7 +39,6 @@ from assistant.payloads import (
     message_payload,
     run_event,
     run_payload,
-    step_payload,
 )
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
@@ -306,7 +306,7 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
         # Time spent waiting for the person is nobody's working time: the runs above this member (waiting
         # for it) start their clocks again too.
         AgentRun.objects.filter(pk__in=run_ancestor_ids(run)).update(clock_started_at=run.clock_started_at)
-    publish_to_user(user.pk, run_event(event_names.STEP, run, step=step_payload(pending)))
+    step_announce(run, pending)
     run_enqueue(run.pk)
     return run
 

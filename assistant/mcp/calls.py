@@ -35,7 +35,7 @@ from assistant import event_names
 from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
-from assistant.lifecycle import run_config, run_finish
+from assistant.lifecycle import run_config, run_finish, step_announce, step_finish
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
@@ -219,7 +219,7 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
         )
         publish_to_user(caller.user.pk, run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message),
                                                   message=message_payload(message), run=run_payload(run)))
-        publish_to_user(caller.user.pk, run_event(event_names.STEP, run, step=step_payload(step)))
+        step_announce(run, step)
         if waits:
             publish_to_user(caller.user.pk, run_event(
                 event_names.CONFIRM, run, step=step_payload(step),
@@ -317,17 +317,13 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
                            profile=caller.profile)
     answer = outcome.to_model()
     containment_note(caller, outcome)
-    step.state, step.result = AgentStep.State.FINISHED, answer
-    step.took_effect = bool(outcome.took_effect)
-    step.reason = "" if outcome.took_effect else str(answer.get("reason", ""))[:2000]
-    step.duration_ms = int((time.monotonic() - started) * 1000)
+    duration_ms = int((time.monotonic() - started) * 1000)
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run.pk)
-        step.save(update_fields=["state", "result", "took_effect", "reason", "duration_ms"])
+        step_finish(run, step, answer, duration_ms=duration_ms)
         if outcome.others_text:  # the run is labelled as a panel run is by what it read
             run.others_text = merge(run.others_text, outcome.others_text)
             run.save(update_fields=["others_text"])
-        publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(step)))
         if run.is_active:  # the person may have stopped it meanwhile: the record keeps their Stop
             agent_call_reply(run, [step], outcome_words(outcome))
     return outcome

@@ -19,7 +19,13 @@ from django.utils import timezone
 
 from assistant import event_names
 from assistant.events import publish_to_user
-from assistant.lifecycle import CancelledBeforeEnd, chat_activity_record, run_finish
+from assistant.lifecycle import (
+    CancelledBeforeEnd,
+    chat_activity_record,
+    run_finish,
+    step_announce,
+    step_outcome_set,
+)
 from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.payloads import message_payload, run_event, run_payload, step_payload
 from assistant.plans.offer import PLAN_TOOL, PlanTool
@@ -83,9 +89,6 @@ class StepJournal:
         if fenced.cancel_requested:
             self.cancelled.set()
 
-    def _publish_step(self, step: AgentStep) -> None:
-        publish_to_user(self.run.owner_id, run_event(event_names.STEP, self.run, step=step_payload(step)))
-
     def _write(self, *writes: tuple[AgentStep, tuple[str, ...] | None]) -> None:
         """What is staged, then `writes` (a step to insert, with None, or to save those fields of), in one
         fenced statement; then each of them is announced, in order, once it commits."""
@@ -96,7 +99,7 @@ class StepJournal:
             run_id=self.run.pk, holder=self.holder,
         ))
         for written, _ in writes:
-            self._publish_step(written)
+            step_announce(self.run, written)
 
     def flush(self) -> None:
         """Write what is staged, now."""
@@ -161,13 +164,7 @@ class StepJournal:
                     stage: bool = False) -> None:
         """Record a tool step's outcome (what the executor answered, or why nothing ran). `stage`: written with
         the next write (not while the run follows a plan, whose record follows each outcome at once)."""
-        step.state = State.FINISHED
-        step.result = outcome
-        took_effect = outcome.get("took_effect")
-        step.took_effect = None if took_effect is None else bool(took_effect)  # None: the outcome is unknown
-        step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
-        if duration_ms is not None:
-            step.duration_ms = duration_ms
+        step_outcome_set(step, outcome, duration_ms)
         followed = step_finished(self.plan.steps, step) if self.plan is not None and self._follows_plan(step) else None
         if followed and followed["status"] == AgentPlan.Status.FAILED:
             # Said to the model with the outcome, as data: the plan is to be revised, not ploughed on with.
