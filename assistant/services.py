@@ -24,21 +24,19 @@ from assistant.conf import assistant_settings
 from assistant.events import publish_to_user, publisher
 from assistant.lifecycle import (
     STOPPED_BY_YOU,
-    run_ancestor_ids,
     run_config,
     run_descendants,
     run_finish,
-    run_new,
-    step_announce,
+    run_open,
+    run_resume_answered,
+    run_sent_announce,
 )
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
 from assistant.page_context import BadPage, page_context
 from assistant.payloads import (
     chat_payload,
     feedback_payload,
-    message_payload,
     run_event,
-    run_payload,
 )
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
@@ -141,7 +139,7 @@ def chat_send(
     config = run_config(spec=chat.spec)
     if seen is not None:
         config["page"] = seen.as_data()
-    run = run_new(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
+    run = run_open(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
     message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now)
     # The new chat (if it is one), the run and the message: one statement, written only while the person's
     # runs of the last minute, counted by this statement itself, are fewer than the limit.
@@ -156,9 +154,7 @@ def chat_send(
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
     run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
-    sent = run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message), message=message_payload(message),
-                     run=run_payload(run), request_id=request_id)
-    publish_to_user(user.pk, sent)
+    run_sent_announce(run, chat, message, request_id=request_id)
     return Sent(chat=chat, message=message, run=run)
 
 
@@ -299,14 +295,7 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
         plan.comment, plan.answered_at = comment, timezone.now()
         plan.save(update_fields=["approval", "comment", "answered_at", "updated_at"])
         publish_to_user(user.pk, plan_event(run, plan))
-    run.status = AgentRun.Status.QUEUED
-    run.clock_started_at = timezone.now()
-    run.save(update_fields=["status", "clock_started_at"])
-    if run.parent_id is not None:
-        # Time spent waiting for the person is nobody's working time: the runs above this member (waiting
-        # for it) start their clocks again too.
-        AgentRun.objects.filter(pk__in=run_ancestor_ids(run)).update(clock_started_at=run.clock_started_at)
-    step_announce(run, pending)
+    run_resume_answered(run, pending)
     run_enqueue(run.pk)
     return run
 

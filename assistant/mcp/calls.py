@@ -31,14 +31,20 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django_mcpz.server import ToolError
 
-from assistant import event_names
+from assistant import lifecycle
 from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
-from assistant.events import publish_to_user
-from assistant.lifecycle import run_config, run_finish, step_announce, step_finish
+from assistant.lifecycle import (
+    run_config,
+    run_finish,
+    run_question_announce,
+    run_resume_by_client,
+    run_sent_announce,
+    step_announce,
+    step_finish,
+)
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
-from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.rows import write_together
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
@@ -194,12 +200,11 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
         # once (`rate_check`, before, refuses early but sees only what was committed when it asked).
         _token_calls_held(caller)
         chat = token_chat(caller)
-        run = AgentRun(
+        run = lifecycle.run_open(
             owner=caller.user, chat=chat, spec=caller.token.spec, model=CLIENT_MODEL, config=config,
             others_text=(containment or {}).get("others_text") or [],
             channel=Channel.MCP, client_name=caller.token.name, client_token_id=caller.token.pk,
-            status=AgentRun.Status.AWAITING_CONFIRMATION if waits else AgentRun.Status.RUNNING,
-            started_at=now, clock_started_at=now,
+            begun=now, asks_first=waits,
         )
         message = AgentMessage(chat=chat, owner=caller.user, role=AgentMessage.Role.USER,
                                content=_asked(tool, caller), run=run)
@@ -217,14 +222,10 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
             state=AgentStep.State.AWAITING_CONFIRMATION if waits else AgentStep.State.STARTED,
             reason=WAITING if waits else "", summary=summary, containment=containment,
         )
-        publish_to_user(caller.user.pk, run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message),
-                                                  message=message_payload(message), run=run_payload(run)))
+        run_sent_announce(run, chat, message)
         step_announce(run, step)
         if waits:
-            publish_to_user(caller.user.pk, run_event(
-                event_names.CONFIRM, run, step=step_payload(step),
-                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
-            ))
+            run_question_announce(run, step, tool)
     return run, step
 
 
@@ -272,8 +273,7 @@ def step_take(step: AgentStep, *, answered: bool) -> bool:
                                          confirmation__in=allowed).update(
             state=AgentStep.State.STARTED, confirmation=AgentStep.Confirmation.APPROVED, reason="Approved; running.")
         if taken:
-            AgentRun.objects.filter(pk=step.run_id, status=AgentRun.Status.AWAITING_CONFIRMATION).update(
-                status=AgentRun.Status.RUNNING, clock_started_at=timezone.now())
+            run_resume_by_client(step.run_id)
     if taken:
         step.refresh_from_db()
     return bool(taken)

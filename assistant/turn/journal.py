@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from assistant import event_names
@@ -22,12 +21,14 @@ from assistant.events import publish_to_user
 from assistant.lifecycle import (
     CancelledBeforeEnd,
     chat_activity_record,
+    run_await_members,
+    run_await_person,
     run_finish,
     step_announce,
     step_outcome_set,
 )
 from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
-from assistant.payloads import message_payload, run_event, run_payload, step_payload
+from assistant.payloads import message_payload, run_event, run_payload
 from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
 from assistant.tools import Tool
@@ -217,16 +218,8 @@ class StepJournal:
                 self.save(step, "summary", "containment")
             else:
                 self.flush()
-            released = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).update(
-                status=Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
-            )
-            if not released:
+            if not run_await_person(self.run, holder=self.holder, step=step, tool=tool):
                 raise self._lost()
-            self.run.status, self.run.lease_owner, self.run.lease_expires_at = Status.AWAITING_CONFIRMATION, "", None
-            publish_to_user(self.run.owner_id, run_event(
-                event_names.CONFIRM, self.run, step=step_payload(step),
-                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
-            ))
         return step
 
     def label(self, others_text: list[dict[str, Any]]) -> None:
@@ -242,16 +235,10 @@ class StepJournal:
         nothing, when none is at work any more, or when the person stopped the run (`cancelled` is then
         set); raises LeaseLost when this worker no longer holds it."""
         self.flush()
-        working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
-        held = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder)
-        # One statement: the run's row is locked by it before a member's wake can look at it (see
-        # assistant/society/handoff.py), and a Stop that committed first keeps it from pausing.
-        if held.filter(cancel_requested=False).filter(Exists(working)).update(
-            status=Status.AWAITING_MEMBERS, lease_owner="", lease_expires_at=None
-        ):
-            self.run.status, self.run.lease_owner, self.run.lease_expires_at = Status.AWAITING_MEMBERS, "", None
+        if run_await_members(self.run, holder=self.holder):
             return True
-        cancel = held.values_list("cancel_requested", flat=True).first()
+        cancel = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).values_list(
+            "cancel_requested", flat=True).first()
         if cancel is None:
             raise self._lost()
         if cancel:

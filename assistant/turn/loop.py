@@ -28,7 +28,14 @@ from assistant.authority import RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import STOPPED_BY_YOU, CancelledBeforeEnd, run_finish, run_path, run_setting
+from assistant.lifecycle import (
+    STOPPED_BY_YOU,
+    CancelledBeforeEnd,
+    run_finish,
+    run_parent_wake,
+    run_path,
+    run_setting,
+)
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentMemory, AgentRun, AgentStep
@@ -36,7 +43,7 @@ from assistant.payloads import run_event
 from assistant.plans.offer import PlanTool
 from assistant.plans.record import run_plan
 from assistant.replay import RecordedTools, replay_settings
-from assistant.society.handoff import is_waiting_on_member, members_used, parent_wake
+from assistant.society.handoff import is_waiting_on_member, members_used
 from assistant.society.members import member
 from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, tools_for
@@ -559,6 +566,6 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
     if run.parent_id is not None:
         # A member that ended wakes the run that asked it, if that one paused for it (see handoff.py).
         ended = AgentRun.objects.filter(pk=run_id).only("pk", "parent_id", "status").first()
-        if ended is not None and not ended.is_active and parent_wake(ended):
+        if ended is not None and not ended.is_active and run_parent_wake(ended):
             following.append(run.parent_id)
     return following

@@ -17,10 +17,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.lifecycle import run_finish, run_setting
+from assistant.lifecycle import run_finish, run_parents_wake_due, run_setting
 from assistant.models import AgentRun, Channel
 from assistant.run_profile import run_profile_record
-from assistant.society.handoff import parents_due
 from assistant.turn.lease import configured_lease_seconds
 
 logger = logging.getLogger(__name__)
@@ -114,7 +113,7 @@ def _wake_runs_whose_members_ended() -> list[int]:
     the last one died before it woke them, or this sweeper ended it (assistant/society/handoff.py)."""
     from assistant.tasks import run_turn
 
-    woken = parents_due()
+    woken = run_parents_wake_due()
     for run_id in woken:
         try:
             run_turn.delay(run_id)
