@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from assistant import event_names
 from assistant.events import publish_to_user
-from assistant.lifecycle import chat_activity_record, run_finish
+from assistant.lifecycle import chat_activity_record, run_finish, step_announce, step_finish
 from assistant.models import AgentMessage, AgentRun, AgentStep
-from assistant.payloads import message_payload, run_event, run_payload, step_payload
+from assistant.payloads import message_payload, run_event, run_payload
 from assistant.turn.model_output import clean_text
 
 APPROVED_FOR_RETRY = "Approved; it runs when your agent calls it again."
@@ -27,7 +28,7 @@ def agent_call_answer(run: AgentRun, step: AgentStep, *, approve: bool) -> None:
     if approve:
         step.confirmation, step.reason = AgentStep.Confirmation.APPROVED, APPROVED_FOR_RETRY
         step.save(update_fields=["confirmation", "reason"])
-        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+        step_announce(run, step)
     else:
         agent_call_declined(run, step)
 
@@ -35,11 +36,9 @@ def agent_call_answer(run: AgentRun, step: AgentStep, *, approve: bool) -> None:
 def agent_call_declined(run: AgentRun, step: AgentStep) -> None:
     """End a waiting call the person declined (through their agent, or in the panel): the step says so, and
     the run ends with that in its chat. The caller holds the run's lock."""
-    step.state, step.confirmation, step.took_effect, step.reason = (
-        AgentStep.State.FINISHED, AgentStep.Confirmation.DENIED, False, DECLINED)
-    step.result = {"status": "declined", "took_effect": False, "reason": DECLINED}
-    step.save(update_fields=["state", "confirmation", "took_effect", "reason", "result"])
-    publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+    step.confirmation = AgentStep.Confirmation.DENIED
+    step_finish(run, step, {"status": "declined", "took_effect": False, "reason": DECLINED},
+                also_saved=["confirmation"])
     agent_call_reply(run, [step], DECLINED)
 
 
@@ -50,6 +49,6 @@ def agent_call_reply(run: AgentRun, steps: list[AgentStep], text: str) -> AgentR
     message = AgentMessage.objects.create(chat_id=run.chat_id, owner_id=run.owner_id, role=AgentMessage.Role.ASSISTANT,
                                           content=text, run=run)
     transaction.on_commit(lambda: chat_activity_record(chat_id=run.chat_id, at=message.created_at), robust=True)
-    publish_to_user(run.owner_id, run_event("assistant.replied", run, message=message_payload(message),
+    publish_to_user(run.owner_id, run_event(event_names.REPLIED, run, message=message_payload(message),
                                             run=run_payload(run)))
     return run

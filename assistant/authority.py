@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -34,13 +34,11 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 
+from assistant import event_names
+from assistant.models import AgentRun
 from assistant.session_keys import SessionKeyUnreadable, session_key_digest, session_key_open, session_key_seal
 
-if TYPE_CHECKING:
-    from assistant.models import AgentRun
-
-# The stop reason of a run whose session ended, and what the person reads.
-SESSION_ENDED = "session_ended"
+# What the person reads when a run stops because its session ended.
 SESSION_ENDED_MESSAGE = "You were signed out, so the assistant stopped acting for you; nothing more was done."
 # How often a working run re-checks its session between steps. Each tool call is checked in its own
 # request as well (the site's session and authentication middleware load the session for it).
@@ -51,7 +49,8 @@ class SessionEnded(Exception):
     """The session a run acts with has ended (or the access token it was started with no longer acts as
     anyone): the run must stop, and take no further action. `stop_reason` says which, for the run's record."""
 
-    def __init__(self, message: str = SESSION_ENDED_MESSAGE, stop_reason: str = SESSION_ENDED) -> None:
+    def __init__(self, message: str = SESSION_ENDED_MESSAGE,
+                 stop_reason: str = AgentRun.StopReason.SESSION_ENDED) -> None:
         super().__init__(message)
         self.message = message
         self.stop_reason = stop_reason
@@ -172,7 +171,7 @@ def session_group(session_key: str) -> str:
 
 
 def session_ended_event() -> dict[str, Any]:
-    return {"type": "assistant.session_ended", "message": SESSION_ENDED_MESSAGE}
+    return {"type": event_names.SESSION_ENDED, "message": SESSION_ENDED_MESSAGE}
 
 
 class RunAuthority:

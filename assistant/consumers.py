@@ -21,7 +21,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django import db
 from django.db import transaction
 
-from assistant import selectors, services
+from assistant import event_names, selectors, services
 from assistant.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
 from assistant.conf import assistant_settings
 from assistant.events import bounded, current_event_seq, user_group
@@ -158,7 +158,7 @@ def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, 
             raise
         logger.warning("Run %s is stored but could not be started now; the sweeper will start it", sent.run.pk,
                        exc_info=True)
-        return run_event("assistant.sent", sent.run, chat=chat_payload(sent.chat, latest=sent.message),
+        return run_event(event_names.SENT, sent.run, chat=chat_payload(sent.chat, latest=sent.message),
                          message=message_payload(sent.message), run=run_payload(sent.run), request_id=request_id)
     return None
 
@@ -173,7 +173,7 @@ def _page_answer(user: Any, page: Any, chat_id: int | None, sent_from: SentFrom 
     chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else None
     spec = chat.spec if chat is not None else assistant_settings.SPEC
     offered = [suggestion.as_data() for suggestion in suggestions(user, spec, seen)]
-    return {"type": "assistant.page_context", "page": page,
+    return {"type": event_names.PAGE_CONTEXT, "page": page,
             "about": {"text": seen.about, "kind": seen.kind, "id": seen.id} if seen is not None else None,
             "suggestions": offered}
 
@@ -188,7 +188,7 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
     event_seq = current_event_seq(user.pk)
     chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
     if chat is None:
-        state: dict[str, Any] = {"type": "assistant.messages_loaded", "chat": None, "messages": [],
+        state: dict[str, Any] = {"type": event_names.MESSAGES_LOADED, "chat": None, "messages": [],
                                  "active_run": None, "steps": [], "members": [], "plan": None,
                                  "pending_confirmation": None,
                                  "has_more": False, "before": before, "event_seq": event_seq}
@@ -203,7 +203,7 @@ def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, li
     # The newest page ends with the chat's newest message: no second look for the chat's preview.
     latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
     state = {
-        "type": "assistant.messages_loaded",
+        "type": event_names.MESSAGES_LOADED,
         "chat": chat_payload(chat, **latest),
         "messages": [message_payload(message) for message in page.messages],
         "has_more": page.has_more,
@@ -232,7 +232,7 @@ def _plan_or_none(plan: Any) -> dict[str, Any] | None:
 def _chats_listed(user: Any, *, before: int | None, limit: int) -> dict[str, Any]:
     page = selectors.chats_list(user=user, before=before, limit=limit)
     return {
-        "type": "assistant.chats_listed",
+        "type": event_names.CHATS_LISTED,
         "chats": [chat_payload(chat, latest=page.latest.get(chat.pk)) for chat in page.chats],
         "has_more": page.has_more,
     }
@@ -364,16 +364,16 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
         handlers = {
-            "assistant.ping": self.on_ping,
-            "assistant.send": self.on_send,
-            "assistant.cancel": self.on_cancel,
-            "assistant.confirm": self.on_confirm,
-            "assistant.load": self.on_load,
-            "assistant.feedback": self.on_feedback,
-            "assistant.chats": self.on_chats,
-            "assistant.chat_rename": self.on_chat_rename,
-            "assistant.chat_delete": self.on_chat_delete,
-            "assistant.page": self.on_page,
+            event_names.PING: self.on_ping,
+            event_names.SEND: self.on_send,
+            event_names.CANCEL: self.on_cancel,
+            event_names.CONFIRM: self.on_confirm,
+            event_names.LOAD: self.on_load,
+            event_names.FEEDBACK: self.on_feedback,
+            event_names.CHATS: self.on_chats,
+            event_names.CHAT_RENAME: self.on_chat_rename,
+            event_names.CHAT_DELETE: self.on_chat_delete,
+            event_names.PAGE: self.on_page,
         }
         handler = handlers.get(content["type"])
         request_id = content.get("request_id")
@@ -387,8 +387,8 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         except selectors.NotFound as exc:
             # A load names a chat: a chat that is not the person's fails the thread. A paging cursor
             # that names nothing of theirs is an error like any other missing id.
-            if content["type"] == "assistant.load" and not isinstance(exc, selectors.CursorNotFound):
-                await self.send_json({"type": "assistant.thread_failed", "chat_id": content.get("chat_id"),
+            if content["type"] == event_names.LOAD and not isinstance(exc, selectors.CursorNotFound):
+                await self.send_json({"type": event_names.THREAD_FAILED, "chat_id": content.get("chat_id"),
                                       "error": "That conversation does not exist.", "request_id": request_id})
             else:
                 await self.send_error("not_found", str(exc), request_id)
@@ -402,7 +402,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("internal_error", "Something went wrong handling this request.", request_id)
 
     async def on_ping(self, content: dict[str, Any]) -> None:
-        await self.send_json({"type": "assistant.pong", "id": content.get("id")})
+        await self.send_json({"type": event_names.PONG, "id": content.get("id")})
 
     async def on_send(self, content: dict[str, Any]) -> None:
         text = content.get("content")
@@ -412,7 +412,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"content" must not contain NUL characters.')
         chat_id = _id(content, "chat_id", required=False)
         new_chat = content.get("new_chat") is True
-        # The "assistant.sent" event reaches every socket of this person through the group; when Redis
+        # The event_names.SENT event reaches every socket of this person through the group; when Redis
         # is out of reach, this socket gets it directly, then the reason nothing follows yet.
         try:
             stored = await database_sync_to_async(_chat_send)(
@@ -499,7 +499,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         # those hops queued behind each other: the hop cost daphne more than the relaying did. Everything
         # here that does use the database goes through database_sync_to_async, which closes stale
         # connections itself, on the thread that uses them.
-        if message.get("type") == "assistant.events":
+        if message.get("type") == event_names.LAYER_BATCH:
             await self.assistant_events(message)
         else:
             await super().dispatch(message)
@@ -509,13 +509,13 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         for event in message["events"]:
             if self.session_ended:
                 return
-            if event.get("type") == "assistant.session_ended":
+            if event.get("type") == event_names.SESSION_ENDED:
                 await self._close_ended()
                 return
             await self.send_json(event)
 
     async def send_error(self, code: str, message: str, request_id: Any = None) -> None:
-        await self.send_json({"type": "assistant.error", "code": code, "message": message, "request_id": request_id})
+        await self.send_json({"type": event_names.ERROR, "code": code, "message": message, "request_id": request_id})
 
     async def send_json(self, content: Any, close: bool = False) -> None:
         # Within the bounds every event keeps (see assistant.events.bounded): valid JSON a browser reads

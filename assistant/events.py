@@ -47,6 +47,7 @@ import redis.asyncio
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from assistant import event_names
 from assistant.conf import assistant_redis_url
 from assistant.redis_connection import redis_client
 
@@ -68,7 +69,7 @@ RESYNC_SETTLE_SECONDS = 2.0
 
 COALESCE_SECONDS = 0.015
 URGENT_EVENTS = frozenset({
-    "assistant.sent", "assistant.confirm", "assistant.replied", "assistant.reply_failed", "assistant.cancelled",
+    event_names.SENT, event_names.CONFIRM, event_names.REPLIED, event_names.REPLY_FAILED, event_names.CANCELLED,
 })
 
 # The person's count of events (`event_seq`): a key per person, forgotten after a day without events.
@@ -109,7 +110,7 @@ def current_event_seq(user_id: int) -> int | None:
 def resync_event(reason: str, **route: Any) -> dict[str, Any]:
     """Tells the client that events were lost (`reason` "lost") or withheld ("too_large"): reload with
     `assistant.load`. `route` may name the run and chat the withheld event was about."""
-    return {"type": "assistant.resync", "reason": reason, **route}
+    return {"type": event_names.RESYNC, "reason": reason, **route}
 
 
 def bounded(value: Any, _depth: int = 0) -> Any:
@@ -248,7 +249,7 @@ class Publisher:
             group, event, _ = queue.get_nowait()  # type: ignore[misc]
             events = batches.setdefault(group, [])
             last = events[-1] if events else None
-            if (last is not None and event.get("type") == last.get("type") == "assistant.token"
+            if (last is not None and event.get("type") == last.get("type") == event_names.TEXT_DELTA
                     and event.get("run_id") == last.get("run_id")):
                 events[-1] = {**last, "delta": last["delta"] + event["delta"]}
             else:
@@ -286,9 +287,9 @@ class Publisher:
         """One group_send; on failure the group is owed an `assistant.resync`, and so it is when the events
         went without numbers (a loss among them would not show). The layer is looked up each time, so a
         changed CHANNEL_LAYERS setting (or a layer reset) takes effect."""
-        only_resync = all(event.get("type") == "assistant.resync" for event in events)
+        only_resync = all(event.get("type") == event_names.RESYNC for event in events)
         try:
-            await get_channel_layer().group_send(group, {"type": "assistant.events", "events": events})
+            await get_channel_layer().group_send(group, {"type": event_names.LAYER_BATCH, "events": events})
         except Exception:  # the database holds the truth; the client is told to reload it
             logger.exception("Could not publish %s to %s", [event.get("type") for event in events], group)
             if group not in self._lost:
@@ -320,7 +321,7 @@ class Publisher:
             try:
                 notice = [resync_event("lost")]
                 await self._number({group: notice})
-                await get_channel_layer().group_send(group, {"type": "assistant.events", "events": notice})
+                await get_channel_layer().group_send(group, {"type": event_names.LAYER_BATCH, "events": notice})
             except Exception as exc:  # still out of reach: the first failure was logged in full
                 logger.debug("assistant.resync to %s not sent yet: %s", group, exc)
                 continue

@@ -1,9 +1,11 @@
-"""A run's lifecycle, in one place: the settings it is started with, handing it to a worker, and its end
-— closing the row, finishing what still waits, filing it once in its owner's profile, and announcing it.
+"""A run's lifecycle, in one place: the settings it is started with, its opening (from any channel), its
+pauses (for the person, for its members), its going back on the queue, and its end — closing the row,
+finishing what still waits, filing it once in its owner's profile, and announcing it.
 
-The socket's services (a send, a cancel, a sign-out) and the worker's turn (a reply, a limit, a crash)
-both end runs, and both call this module; it calls neither of them. A run at any depth of a tree starts
-and ends here the same way.
+The socket's services (a send, a cancel, a sign-out), the worker's turn (a pause, a reply, a limit, a crash),
+the channels that run their own calls (assistant/mcp/) and the evals' replays all call this module; it calls
+none of them. A run's status is written here and nowhere else, but for a worker's claim, which is the lease's
+own statement (assistant/turn/lease.py). A run at any depth of a tree starts and ends here the same way.
 """
 
 from __future__ import annotations
@@ -11,18 +13,19 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connection, transaction
-from django.db.models import Model
+from django.db.models import Exists, Model, OuterRef
 from django.dispatch import Signal
 from django.utils import timezone
 
-from assistant.authority import SESSION_ENDED, SentFrom
+from assistant import event_names
+from assistant.authority import SentFrom
 from assistant.conf import assistant_settings
 from assistant.events import publish_to_user
-from assistant.models import AgentChat, AgentRun, AgentStep, Channel, step_counts
-from assistant.payloads import run_event, run_payload, step_payload
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel, step_counts
+from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.plans.record import run_plan_close
 from assistant.replay import member_replay, replay_settings
 from assistant.run_profile import run_intent, run_profile_record
@@ -32,8 +35,6 @@ from assistant.turn.lease import LeaseLost, write_fenced
 
 # What a run the person stopped says, wherever it stopped.
 STOPPED_BY_YOU = "Stopped by you."
-# The stop reason of a call of the person's own agent whose approval nobody took up in time (assistant/mcp/).
-CLIENT_APPROVAL_EXPIRED = "expired"
 
 
 #: Sent once a replay's top run (channel `eval`) has ended and that end has committed, with `run_id`: an
@@ -80,14 +81,29 @@ def _as_setting(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def run_new(*, owner: Any, chat: AgentChat, spec: str, config: dict[str, Any],
-            sent_from: SentFrom | None = None) -> AgentRun:
-    """A new queued run of `owner` in `chat`, under `spec` with the settings it keeps for life (`run_config`),
-    acting with the session it was sent from (stored as its digest and sealed key, never in clear); None
-    for a run started by code that names its person. Not saved yet: the caller writes it (with the message it
-    answers, in one statement) and enqueues it (`assistant.tasks.run_enqueue`) in the same transaction."""
-    return AgentRun(owner=owner, chat=chat, spec=spec, model=str(config["model"]), config=config,
-                    **(sent_from.stored() if sent_from else {}))
+def run_open(*, spec: str, config: dict[str, Any], channel: str = Channel.PANEL, sent_from: SentFrom | None = None,
+             model: str | None = None, begun: datetime | None = None, asks_first: bool = False,
+             **fields: Any) -> AgentRun:
+    """A new run under `spec` with the settings it keeps for life (`run_config`), from any channel; `fields`
+    name its person and chat (and a member's place in its tree). It is queued for a worker; a call of the
+    person's own agent, which that agent runs itself, is instead begun at `begun`: running, or waiting for the
+    person when it `asks_first`. It acts with the session it was sent from (stored as its digest and sealed
+    key, never in clear); None for a run started by code that names its person. Not saved yet: the caller
+    writes it (a send with the message it answers, in one statement) and enqueues a queued one
+    (`assistant.tasks.run_enqueue`) in the same transaction."""
+    if begun is None:
+        opened: dict[str, Any] = {"status": AgentRun.Status.QUEUED}
+    else:
+        opened = {"status": AgentRun.Status.AWAITING_CONFIRMATION if asks_first else AgentRun.Status.RUNNING,
+                  "started_at": begun, "clock_started_at": begun}
+    return AgentRun(spec=spec, model=str(config["model"]) if model is None else model, config=config,
+                    channel=channel, **opened, **(sent_from.stored() if sent_from else {}), **fields)
+
+
+def run_sent_announce(run: AgentRun, chat: AgentChat, message: AgentMessage, **extra: Any) -> None:
+    """Announce a run just opened with the person's message (`assistant.sent`); `extra`: a send's `request_id`."""
+    publish_to_user(run.owner_id, run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message),
+                                            message=message_payload(message), run=run_payload(run), **extra))
 
 
 class DelegationRefused(Exception):
@@ -161,15 +177,16 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
     if replay is not None:
         # A member asked in a replay replays too: from the recordings of that member's runs.
         config["replay"] = member_replay(replay, spec, task)
-    return AgentRun.objects.create(
+    child = run_open(
         owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent, channel=parent.channel,
-        root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, model=str(config["model"]),
-        config=config,
+        root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, config=config,
         # What its asker read, it has read too: its task may carry it (assistant/turn/confirmation.py).
         others_text=list(parent.others_text or []),
         session_digest=parent.session_digest, session_sealed=parent.session_sealed,
         client_address=parent.client_address, client_origin=parent.client_origin,
     )
+    child.save(force_insert=True)
+    return child
 
 
 def run_descendants(run: AgentRun, *, active: bool = False) -> list[AgentRun]:
@@ -190,22 +207,150 @@ def run_setting(run: AgentRun, key: str) -> Any:
     return run.setting(key)
 
 
+class AskingTool(Protocol):
+    """What a question's card says of the tool it would run."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def destructive(self) -> bool: ...
+
+
+def run_question_announce(run: AgentRun, step: AgentStep, tool: AskingTool) -> None:
+    """Announce that `run` waits for the person's answer to `step`, a call of `tool` (`assistant.confirm`)."""
+    publish_to_user(run.owner_id, run_event(
+        event_names.CONFIRM, run, step=step_payload(step),
+        tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
+    ))
+
+
+def run_await_person(run: AgentRun, *, holder: str, step: AgentStep, tool: AskingTool) -> bool:
+    """Pause `run`, which the worker `holder` works on, for the person's answer to `step`: it waits as
+    `awaiting_confirmation` and holds no worker, and the question is announced. False, changing nothing, when
+    `holder` no longer holds it."""
+    released = AgentRun.objects.filter(pk=run.pk, lease_owner=holder).update(
+        status=AgentRun.Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
+    )
+    if not released:
+        return False
+    run.status, run.lease_owner, run.lease_expires_at = AgentRun.Status.AWAITING_CONFIRMATION, "", None
+    run_question_announce(run, step, tool)
+    return True
+
+
+def run_await_members(run: AgentRun, *, holder: str) -> bool:
+    """Pause `run`, which the worker `holder` works on, while any member it asked is still at work: it waits as
+    `awaiting_members` and holds no worker, until the end of its last working member wakes it
+    (`run_parent_wake`). Nothing is announced: the members' own events show the work going on. False,
+    changing nothing, when no member is at work any more, when the person stopped the run, or when `holder`
+    no longer holds it (the caller reads which)."""
+    working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
+    held = AgentRun.objects.filter(pk=run.pk, lease_owner=holder)
+    # One statement: the run's row is locked by it before a member's wake can look at it (see
+    # assistant/society/handoff.py), and a Stop that committed first keeps it from pausing.
+    if held.filter(cancel_requested=False).filter(Exists(working)).update(
+        status=AgentRun.Status.AWAITING_MEMBERS, lease_owner="", lease_expires_at=None
+    ):
+        run.status, run.lease_owner, run.lease_expires_at = AgentRun.Status.AWAITING_MEMBERS, "", None
+        return True
+    return False
+
+
+def run_resume_answered(run: AgentRun, answered: AgentStep) -> None:
+    """The person answered `answered`, the question `run` (locked by the caller) waits on: it goes back on the
+    queue with its working time running again — and that of the runs above it, which wait for it — and the
+    answered step is announced. The caller enqueues it."""
+    run.status = AgentRun.Status.QUEUED
+    run.clock_started_at = timezone.now()
+    run.save(update_fields=["status", "clock_started_at"])
+    if run.parent_id is not None:
+        # Time spent waiting for the person is nobody's working time: the runs above this member (waiting
+        # for it) start their clocks again too.
+        AgentRun.objects.filter(pk__in=run_ancestor_ids(run)).update(clock_started_at=run.clock_started_at)
+    step_announce(run, answered)
+
+
+def run_resume_by_client(run_id: int) -> bool:
+    """A call of the person's own agent that waited for the person is taken up by the agent calling again, which
+    runs it now: running, its working time counting again. False when the run no longer waits."""
+    return bool(AgentRun.objects.filter(pk=run_id, status=AgentRun.Status.AWAITING_CONFIRMATION).update(
+        status=AgentRun.Status.RUNNING, clock_started_at=timezone.now()))
+
+
+def run_parent_wake(run: AgentRun) -> bool:
+    """`run` (a member's run) has ended: put the run that asked it back on the queue, if it waits for its
+    members and none of them is still at work. Returns whether it was woken; the caller works on it or
+    enqueues it. Safe to call any number of times, from anywhere (see assistant/society/handoff.py for the
+    race with the parent pausing)."""
+    if run.parent_id is None:
+        return False
+    working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
+    return bool(AgentRun.objects.filter(pk=run.parent_id, status=AgentRun.Status.AWAITING_MEMBERS)
+                .exclude(Exists(working)).update(status=AgentRun.Status.QUEUED))
+
+
+def run_parents_wake_due() -> list[int]:
+    """Put back on the queue the runs waiting for members none of which is still at work (their wake was lost
+    with a worker, or a member was ended by the sweeper), and return them: the sweeper's to enqueue. Normally
+    none."""
+    working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
+    waiting = AgentRun.objects.filter(status=AgentRun.Status.AWAITING_MEMBERS).exclude(Exists(working))
+    due = list(waiting.values_list("pk", flat=True)[:100])
+    return [pk for pk in due if AgentRun.objects.filter(pk=pk, status=AgentRun.Status.AWAITING_MEMBERS)
+            .exclude(Exists(working)).update(status=AgentRun.Status.QUEUED)]
+
+
+def step_announce(run: AgentRun, step: AgentStep) -> None:
+    """Tell the person's sockets about `step` of `run` as it now stands (`assistant.step`), once the write that
+    made it so commits: every write of a step is followed by this, whoever writes it."""
+    publish_to_user(run.owner_id, run_event(event_names.STEP, run, step=step_payload(step)))
+
+
+def step_outcome_set(step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None) -> None:
+    """Put a tool step's outcome (what the executor answered, or why nothing ran) on its row, not saved yet:
+    finished, whether it took effect (None: the outcome is unknown), and why not. The worker's journal and the
+    channels that run their own calls (assistant/agent_calls.py) end a step this one way."""
+    step.state = AgentStep.State.FINISHED
+    step.result = outcome
+    took_effect = outcome.get("took_effect")
+    step.took_effect = None if took_effect is None else bool(took_effect)
+    step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
+    if duration_ms is not None:
+        step.duration_ms = duration_ms
+
+
+def step_finish(run: AgentRun, step: AgentStep, outcome: dict[str, Any], *, duration_ms: int | None = None,
+                also_saved: Sequence[str] = ()) -> None:
+    """End a tool step of a run no worker holds (a call of the person's own agent): its outcome saved, with the
+    fields named in `also_saved` the caller set, and announced."""
+    step_outcome_set(step, outcome, duration_ms)
+    timed = ["duration_ms"] if duration_ms is not None else []
+    step.save(update_fields=["state", "result", "took_effect", "reason", *timed, *also_saved])
+    step_announce(run, step)
+
+
+_Stop = AgentRun.StopReason
+
 # A tool step whose run ended before it ran: what happened to it, in words, by why the run ended and what
 # the person had answered (True approved, False asked and not answered, None never asked).
 _NOT_RUN_REASONS: dict[tuple[str, bool | None], str] = {
-    ("cancelled", None): "You stopped the run before this ran; the action was not taken.",
-    ("cancelled", False): "You stopped the run instead of answering; the action was not taken.",
-    ("cancelled", True): "You approved it, then stopped the run before it ran; the action was not taken.",
-    (SESSION_ENDED, None): "You were signed out before this ran; the action was not taken.",
-    (SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
-    (SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
-    ("superseded", False): "You sent a new message instead of answering; the action was not taken.",
-    (CLIENT_APPROVAL_EXPIRED, False): "Nobody answered in time, so your agent's call was not taken.",
-    (CLIENT_APPROVAL_EXPIRED, True): "You approved it, but your agent did not call it again in time; "
-                                     "the action was not taken.",
-    ("token_revoked", False): "The access token was revoked before you answered; the action was not taken.",
-    ("token_revoked", True): "You approved it, but the access token was revoked before your agent called "
-                             "again; the action was not taken.",
+    (_Stop.CANCELLED, None): "You stopped the run before this ran; the action was not taken.",
+    (_Stop.CANCELLED, False): "You stopped the run instead of answering; the action was not taken.",
+    (_Stop.CANCELLED, True): "You approved it, then stopped the run before it ran; the action was not taken.",
+    (_Stop.SESSION_ENDED, None): "You were signed out before this ran; the action was not taken.",
+    (_Stop.SESSION_ENDED, False): "You were signed out before answering; the action was not taken.",
+    (_Stop.SESSION_ENDED, True): "You approved it, but were signed out before it ran; the action was not taken.",
+    (_Stop.SUPERSEDED, False): "You sent a new message instead of answering; the action was not taken.",
+    (_Stop.EXPIRED, False): "Nobody answered in time, so your agent's call was not taken.",
+    (_Stop.EXPIRED, True): "You approved it, but your agent did not call it again in time; "
+                           "the action was not taken.",
+    (_Stop.TOKEN_REVOKED, False): "The access token was revoked before you answered; the action was not taken.",
+    (_Stop.TOKEN_REVOKED, True): "You approved it, but the access token was revoked before your agent called "
+                                 "again; the action was not taken.",
 }
 
 
@@ -237,8 +382,10 @@ def _close_unrun_steps(run: AgentRun, steps: list[AgentStep], stop_reason: str) 
             )
         else:
             continue
+        # A member that answered just before its asker was stopped leaves an outcome without a reason: the
+        # step then says nothing more than its answer does.
         step.state, step.took_effect, step.reason, step.result = (
-            AgentStep.State.FINISHED, outcome["took_effect"], outcome["reason"], outcome
+            AgentStep.State.FINISHED, outcome["took_effect"], outcome.get("reason", ""), outcome
         )
         closed.append(step)
     return closed
@@ -282,9 +429,9 @@ def run_finish(
         run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
                          holder=holder, with_rows=with_rows)
     if status == AgentRun.Status.CANCELLED:
-        publish_to_user(run.owner_id, run_event("assistant.cancelled", run, run=run_payload(run)))
+        publish_to_user(run.owner_id, run_event(event_names.CANCELLED, run, run=run_payload(run)))
     elif status != AgentRun.Status.SUCCEEDED:
-        publish_to_user(run.owner_id, run_event("assistant.reply_failed", run, error=error, run=run_payload(run)))
+        publish_to_user(run.owner_id, run_event(event_names.REPLY_FAILED, run, error=error, run=run_payload(run)))
     return run
 
 
@@ -326,10 +473,10 @@ def _run_close(
             raise LeaseLost(f"run {run.pk} is no longer held by {holder}")
         for row in with_rows:  # announced in the order written, before what the end changes
             if isinstance(row, AgentStep):
-                publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(row)))
+                step_announce(run, row)
     for step in unrun:
         step.save(update_fields=["state", "took_effect", "reason", "result"])
-        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
+        step_announce(run, step)
     if run.channel != Channel.EVAL:  # a replay is staff's experiment, not the person's record
         run_profile_record(run, steps)
     elif run.parent_id is None:
@@ -352,8 +499,8 @@ def _members_stop(run: AgentRun, *, status: str, stop_reason: str, error: str) -
         else:
             _run_close(run=below, status=status, stop_reason=stop_reason, error=error, reply="", steps=None,
                        holder=None)
-            publish_to_user(below.owner_id, run_event("assistant.cancelled" if status == AgentRun.Status.CANCELLED
-                                                      else "assistant.reply_failed", below, error=error,
+            publish_to_user(below.owner_id, run_event(event_names.CANCELLED if status == AgentRun.Status.CANCELLED
+                                                      else event_names.REPLY_FAILED, below, error=error,
                                                       run=run_payload(below)))
 
 

@@ -142,6 +142,29 @@ class AgentRun(models.Model):
         CANCELLED = "cancelled"
         TIMED_OUT = "timed_out"
 
+    class StopReason(models.TextChoices):
+        """Why a run ended without simply answering (docs/protocol.md, the table of `stop_reason`). The field
+        keeps the bare value and has no choices: staff read the value itself in the admin, as before."""
+
+        # `failed`: a limit of the run's settings (assistant/turn/limits.py), the model, or a crash.
+        MAX_MODEL_CALLS = "max_model_calls"
+        MAX_TOOL_CALLS = "max_tool_calls"
+        MAX_TOKENS = "max_tokens"
+        REPEATED_TOOL_CALL = "repeated_tool_call"
+        MODEL_ERROR = "model_error"
+        INTERNAL_ERROR = "internal_error"
+        # `timed_out`: over its working time, or found still running well past it by the sweep.
+        WALL_TIME = "wall_time"
+        SWEPT = "swept"
+        # `cancelled`: the person stopped it, sent a new message instead of answering, or was signed out.
+        CANCELLED = "cancelled"
+        SUPERSEDED = "superseded"
+        SESSION_ENDED = "session_ended"
+        # `cancelled`, a call of the person's own agent (assistant/mcp/): its approval was not taken up in
+        # time, or its access token was revoked while it waited.
+        EXPIRED = "expired"
+        TOKEN_REVOKED = "token_revoked"  # noqa: S105  (a stop reason, not a secret)
+
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_CONFIRMATION, Status.AWAITING_MEMBERS)
     # Runs that wait and hold no worker: a person's answer, or their members' (they end at once when stopped).
     WAITING_STATUSES = (Status.AWAITING_CONFIRMATION, Status.AWAITING_MEMBERS)

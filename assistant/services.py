@@ -11,9 +11,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from assistant import event_names
 from assistant.agent_calls import agent_call_answer
 from assistant.authority import (
-    SESSION_ENDED,
     SESSION_ENDED_MESSAGE,
     SentFrom,
     session_acts_as,
@@ -24,21 +24,19 @@ from assistant.conf import assistant_settings
 from assistant.events import publish_to_user, publisher
 from assistant.lifecycle import (
     STOPPED_BY_YOU,
-    run_ancestor_ids,
     run_config,
     run_descendants,
     run_finish,
-    run_new,
+    run_open,
+    run_resume_answered,
+    run_sent_announce,
 )
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
 from assistant.page_context import BadPage, page_context
 from assistant.payloads import (
     chat_payload,
     feedback_payload,
-    message_payload,
     run_event,
-    run_payload,
-    step_payload,
 )
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
@@ -141,7 +139,7 @@ def chat_send(
     config = run_config(spec=chat.spec)
     if seen is not None:
         config["page"] = seen.as_data()
-    run = run_new(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
+    run = run_open(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
     message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now)
     # The new chat (if it is one), the run and the message: one statement, written only while the person's
     # runs of the last minute, counted by this statement itself, are fewer than the limit.
@@ -156,9 +154,7 @@ def chat_send(
     # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
     # event goes out. The question rides along so the worker can embed it for recall at once.
     run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
-    sent = run_event("assistant.sent", run, chat=chat_payload(chat, latest=message), message=message_payload(message),
-                     run=run_payload(run), request_id=request_id)
-    publish_to_user(user.pk, sent)
+    run_sent_announce(run, chat, message, request_id=request_id)
     return Sent(chat=chat, message=message, run=run)
 
 
@@ -208,7 +204,7 @@ def _supersede(run: AgentRun) -> None:
             "The assistant is still working on your previous message in this chat. Wait for it, or stop it.",
         )
     for waiting in [*reversed(below), run]:
-        run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason="superseded",
+        run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.SUPERSEDED,
                    error="Superseded by a newer message; the pending action was not taken.")
 
 
@@ -245,7 +241,8 @@ def _stop_one(run: AgentRun) -> AgentRun:
         run.save(update_fields=["cancel_requested"])
         transaction.on_commit(lambda: request_cancel(run.pk))
         return run
-    return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason="cancelled", error=STOPPED_BY_YOU)
+    return run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.CANCELLED,
+                      error=STOPPED_BY_YOU)
 
 
 #: How long a comment on a plan may be (the person's words instead of an approval).
@@ -298,14 +295,7 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
         plan.comment, plan.answered_at = comment, timezone.now()
         plan.save(update_fields=["approval", "comment", "answered_at", "updated_at"])
         publish_to_user(user.pk, plan_event(run, plan))
-    run.status = AgentRun.Status.QUEUED
-    run.clock_started_at = timezone.now()
-    run.save(update_fields=["status", "clock_started_at"])
-    if run.parent_id is not None:
-        # Time spent waiting for the person is nobody's working time: the runs above this member (waiting
-        # for it) start their clocks again too.
-        AgentRun.objects.filter(pk__in=run_ancestor_ids(run)).update(clock_started_at=run.clock_started_at)
-    publish_to_user(user.pk, run_event("assistant.step", run, step=step_payload(pending)))
+    run_resume_answered(run, pending)
     run_enqueue(run.pk)
     return run
 
@@ -346,7 +336,7 @@ def run_feedback(*, user: Any, run_id: int, score: int, comment: str = "") -> Ag
     profile_entry_score(owner=run.owner_id, spec_name=run.spec, run_id=run.pk, quality_score=run.quality_score)
     message = run.messages.filter(role=AgentMessage.Role.ASSISTANT).order_by("-id").first()
     publish_to_user(user.pk, run_event(
-        "assistant.feedback_saved", run, message_id=message.pk if message is not None else None,
+        event_names.FEEDBACK_SAVED, run, message_id=message.pk if message is not None else None,
         feedback=feedback_payload(run),
     ))
     return run
@@ -375,7 +365,7 @@ def chat_rename(*, user: Any, chat_id: int, title: str) -> AgentChat:
     chat = _chat_locked(user=user, chat_id=chat_id)
     chat.title = text
     chat.save(update_fields=["title"])
-    publish_to_user(user.pk, {"type": "assistant.chat_updated", "chat_id": chat.pk, "chat": chat_payload(chat)})
+    publish_to_user(user.pk, {"type": event_names.CHAT_UPDATED, "chat_id": chat.pk, "chat": chat_payload(chat)})
     return chat
 
 
@@ -392,7 +382,7 @@ def chat_delete(*, user: Any, chat_id: int) -> AgentChat:
         _cancel(active)
     chat.deleted_at = timezone.now()
     chat.save(update_fields=["deleted_at"])
-    publish_to_user(user.pk, {"type": "assistant.chat_deleted", "chat_id": chat.pk})
+    publish_to_user(user.pk, {"type": event_names.CHAT_DELETED, "chat_id": chat.pk})
     return chat
 
 
@@ -415,7 +405,8 @@ def session_runs_end(*, session_key: str) -> list[AgentRun]:
     digests = session_key_digests(session_key)
     runs = _session_digests_runs(digests)
     for run in runs:
-        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED, error=SESSION_ENDED_MESSAGE)
+        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.SESSION_ENDED,
+                   error=SESSION_ENDED_MESSAGE)
     # A working run (a member among them) is asked to stop as a Stop would, within a moment even while its
     # model streams; its worker finds the session gone, and says so.
     working = list(AgentRun.objects.filter(session_digest__in=digests, status=AgentRun.Status.RUNNING)
@@ -452,7 +443,7 @@ def ended_sessions_runs_end(*, user: Any) -> list[AgentRun]:
         # row was signed with that secret too), so its runs end as every ended session's do.
         with transaction.atomic():
             for run in _session_digests_runs(sorted(unreadable)):
-                run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=SESSION_ENDED,
+                run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.SESSION_ENDED,
                            error=SESSION_ENDED_MESSAGE)
                 ended.append(run)
     return ended

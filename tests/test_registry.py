@@ -13,7 +13,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from assistant.authority import SESSION_ENDED, SentFrom
+from assistant.authority import SentFrom
 from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.services import (
     chat_delete,
@@ -95,7 +95,7 @@ def test_a_run_whose_session_ended_counts_once_as_cancelled(alice: Any) -> None:
     run, _pending = waiting_run(alice, session_key="ended-session")
     session_runs_end(session_key="ended-session")
     run.refresh_from_db()
-    assert run.stop_reason == SESSION_ENDED
+    assert run.stop_reason == AgentRun.StopReason.SESSION_ENDED
     [entry] = entries_for(alice, run)
     assert entry["status"] == "cancelled"
 

@@ -36,6 +36,7 @@ from ag_ui.encoder import EventEncoder
 from channels.layers import get_channel_layer
 from django import db
 
+from assistant import event_names
 from assistant.agui.runs import Begun, Caller, begin, in_db_thread, messages_snapshot, tree_state
 from assistant.agui.translate import SnapshotHere, Translator
 from assistant.events import user_group
@@ -55,7 +56,7 @@ UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
 )
 UNAVAILABLE = "The assistant is briefly unavailable; in a moment, post the same runId again to see what was done."
 #: The panel's events that change nothing the rows say: the streamed text is relayed, a plan forwarded.
-_RELAYED = frozenset({"assistant.token", "assistant.plan"})
+_RELAYED = frozenset({event_names.TEXT_DELTA, event_names.PLAN})
 
 
 def _begin(caller: Caller, inp: RunAgentInput) -> Begun:
@@ -184,7 +185,7 @@ async def _run(caller: Caller, inp: RunAgentInput, events: _Events) -> AsyncIter
             if isinstance(number, int):
                 seq = max(seq or 0, number)
             kind = event.get("type")
-            if kind == "assistant.resync":
+            if kind == event_names.RESYNC:
                 stale = True
                 continue
             if event.get("run_id") != top and event.get("root_run_id") != top:
@@ -196,7 +197,7 @@ async def _run(caller: Caller, inp: RunAgentInput, events: _Events) -> AsyncIter
                     async for said in _said(translator, translator.rows(state), user, begun.chat_id):
                         yield said
                 run = event["run_id"]
-                found = (translator.token(run, event.get("delta"), event) if kind == "assistant.token"
+                found = (translator.token(run, event.get("delta"), event) if kind == event_names.TEXT_DELTA
                          else translator.plan(run, event.get("plan")))
                 for said in found:
                     yield said

@@ -45,6 +45,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from assistant import event_names
 from assistant.events import bounded
 from assistant.plans.offer import PLAN_TOOL
 
@@ -221,7 +222,7 @@ class Translator:
         """A revision of a run's plan, or a change to it, as the panel's `assistant.plan` carries it."""
         if self.finished:
             return []
-        return [CustomEvent(name="assistant.plan", value=bounded(plan), **self._by(run))]
+        return [CustomEvent(name=event_names.PLAN, value=bounded(plan), **self._by(run))]
 
     # --- the rows ------------------------------------------------------------------------------
 
@@ -285,7 +286,7 @@ class Translator:
         if key in self._noticed:
             return []
         self._noticed.add(key)
-        return [CustomEvent(name="assistant.notice", value={"text": step["reason"], "seq": step["seq"],
+        return [CustomEvent(name=event_names.NOTICE, value={"text": step["reason"], "seq": step["seq"],
                                                             "assistantRunId": run}, **self._by(run))]
 
     def _model_step(self, run: int, step: dict[str, Any], key: tuple[int, int]) -> list[Any]:

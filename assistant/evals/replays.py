@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from assistant.evals.graders import Call, Replayed, grade_all
 from assistant.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
-from assistant.lifecycle import run_config, run_ended
+from assistant.lifecycle import run_config, run_ended, run_open
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.society.members import member
 from assistant.tasks import run_enqueue
@@ -109,8 +109,8 @@ def _replay_start(result: EvalResult, case: EvalCase, candidate: Candidate) -> N
                                     title=f"Replay of case {case.pk} ({case.eval_set.name}, {candidate.label})"[:200])
     for message in case.conversation:
         AgentMessage.objects.create(chat=chat, owner=case.owner, role=message["role"], content=message["content"])
-    run = AgentRun.objects.create(owner=case.owner, chat=chat, spec=spec, model=str(config["model"]), config=config,
-                                  channel=Channel.EVAL)
+    run = run_open(owner=case.owner, chat=chat, spec=spec, config=config, channel=Channel.EVAL)
+    run.save(force_insert=True)
     AgentMessage.objects.create(chat=chat, owner=case.owner, role=AgentMessage.Role.USER, content=case.question,
                                 run=run)
     result.replay_run = run

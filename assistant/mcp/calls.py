@@ -31,13 +31,20 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django_mcpz.server import ToolError
 
+from assistant import lifecycle
 from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
-from assistant.events import publish_to_user
-from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_config, run_finish
+from assistant.lifecycle import (
+    run_config,
+    run_finish,
+    run_question_announce,
+    run_resume_by_client,
+    run_sent_announce,
+    step_announce,
+    step_finish,
+)
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
-from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.rows import write_together
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
@@ -193,12 +200,11 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
         # once (`rate_check`, before, refuses early but sees only what was committed when it asked).
         _token_calls_held(caller)
         chat = token_chat(caller)
-        run = AgentRun(
+        run = lifecycle.run_open(
             owner=caller.user, chat=chat, spec=caller.token.spec, model=CLIENT_MODEL, config=config,
             others_text=(containment or {}).get("others_text") or [],
             channel=Channel.MCP, client_name=caller.token.name, client_token_id=caller.token.pk,
-            status=AgentRun.Status.AWAITING_CONFIRMATION if waits else AgentRun.Status.RUNNING,
-            started_at=now, clock_started_at=now,
+            begun=now, asks_first=waits,
         )
         message = AgentMessage(chat=chat, owner=caller.user, role=AgentMessage.Role.USER,
                                content=_asked(tool, caller), run=run)
@@ -216,14 +222,10 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
             state=AgentStep.State.AWAITING_CONFIRMATION if waits else AgentStep.State.STARTED,
             reason=WAITING if waits else "", summary=summary, containment=containment,
         )
-        publish_to_user(caller.user.pk, run_event("assistant.sent", run, chat=chat_payload(chat, latest=message),
-                                                  message=message_payload(message), run=run_payload(run)))
-        publish_to_user(caller.user.pk, run_event("assistant.step", run, step=step_payload(step)))
+        run_sent_announce(run, chat, message)
+        step_announce(run, step)
         if waits:
-            publish_to_user(caller.user.pk, run_event(
-                "assistant.confirm", run, step=step_payload(step),
-                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
-            ))
+            run_question_announce(run, step, tool)
     return run, step
 
 
@@ -257,7 +259,7 @@ def run_expire(run: AgentRun) -> None:
         locked = AgentRun.objects.select_for_update().filter(pk=run.pk, status=AgentRun.Status.AWAITING_CONFIRMATION)
         waiting = locked.first()
         if waiting is not None:
-            run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason=CLIENT_APPROVAL_EXPIRED,
+            run_finish(run=waiting, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.EXPIRED,
                        error="Your agent did not call it again in time; the action was not taken.")
 
 
@@ -271,8 +273,7 @@ def step_take(step: AgentStep, *, answered: bool) -> bool:
                                          confirmation__in=allowed).update(
             state=AgentStep.State.STARTED, confirmation=AgentStep.Confirmation.APPROVED, reason="Approved; running.")
         if taken:
-            AgentRun.objects.filter(pk=step.run_id, status=AgentRun.Status.AWAITING_CONFIRMATION).update(
-                status=AgentRun.Status.RUNNING, clock_started_at=timezone.now())
+            run_resume_by_client(step.run_id)
     if taken:
         step.refresh_from_db()
     return bool(taken)
@@ -316,17 +317,13 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
                            profile=caller.profile)
     answer = outcome.to_model()
     containment_note(caller, outcome)
-    step.state, step.result = AgentStep.State.FINISHED, answer
-    step.took_effect = bool(outcome.took_effect)
-    step.reason = "" if outcome.took_effect else str(answer.get("reason", ""))[:2000]
-    step.duration_ms = int((time.monotonic() - started) * 1000)
+    duration_ms = int((time.monotonic() - started) * 1000)
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run.pk)
-        step.save(update_fields=["state", "result", "took_effect", "reason", "duration_ms"])
+        step_finish(run, step, answer, duration_ms=duration_ms)
         if outcome.others_text:  # the run is labelled as a panel run is by what it read
             run.others_text = merge(run.others_text, outcome.others_text)
             run.save(update_fields=["others_text"])
-        publish_to_user(run.owner_id, run_event("assistant.step", run, step=step_payload(step)))
         if run.is_active:  # the person may have stopped it meanwhile: the record keeps their Stop
             agent_call_reply(run, [step], outcome_words(outcome))
     return outcome

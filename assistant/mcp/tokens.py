@@ -29,6 +29,7 @@ from django.utils.crypto import salted_hmac
 
 from assistant.conf import assistant_settings
 from assistant.mcp.models import NAME_MAX, AccessToken
+from assistant.models import AgentRun
 from assistant.society.members import members
 from assistant.text import readable_text
 from assistant.tools.offer import ToolScope, resolve_scope
@@ -45,8 +46,6 @@ _FINGERPRINT_SALT = "assistant.mcp.AccessToken.password_fingerprint"
 _DURATION = re.compile(r"(?P<amount>[0-9]{1,6})(?P<unit>[hdw])")
 _UNITS = {"h": ("hours", "hour"), "d": ("days", "day"), "w": ("weeks", "week")}
 
-#: The stop reason of a call waiting for approval whose token was revoked.
-TOKEN_REVOKED = "token_revoked"  # noqa: S105  (a stop reason, not a secret)
 #: Why a run a worker works on for a token stopped, once the token no longer acts as its person.
 STOPPED_MID_RUN = (
     "The access token this was asked with was revoked or no longer acts as you, so the assistant stopped "
@@ -256,11 +255,11 @@ def token_still_acts(token_id: int) -> tuple[str, str] | None:
     each MCP call checks it). Registered in the run authority's TOKEN_CHECKS by this app."""
     token = AccessToken.objects.select_related("owner").filter(pk=token_id).first()
     if token is None:
-        return TOKEN_REVOKED, STOPPED_MID_RUN
+        return AgentRun.StopReason.TOKEN_REVOKED, STOPPED_MID_RUN
     try:
         token_check(token)
     except TokenRefused:
-        return TOKEN_REVOKED, STOPPED_MID_RUN
+        return AgentRun.StopReason.TOKEN_REVOKED, STOPPED_MID_RUN
     return None
 
 
@@ -268,12 +267,11 @@ def token_calls_end(token_ids: list[int]) -> None:
     """The calls of revoked tokens that wait for approval end now, not taken: the agent that asked can no
     longer call again, so an approval would run nothing, and the person's panel stops asking."""
     from assistant.lifecycle import run_finish
-    from assistant.models import AgentRun
 
     waiting = AgentRun.objects.select_for_update().filter(client_token_id__in=token_ids,
                                                           status=AgentRun.Status.AWAITING_CONFIRMATION)
     for run in waiting.order_by("pk"):
-        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=TOKEN_REVOKED,
+        run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.TOKEN_REVOKED,
                    error="The access token was revoked, so its call was not taken.")
 
 

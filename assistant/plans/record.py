@@ -23,6 +23,7 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from assistant import event_names
 from assistant.events import publish_to_user
 from assistant.models import AgentPlan, AgentRun, AgentStep
 from assistant.payloads import run_event
@@ -177,7 +178,7 @@ def plan_payload(plan: AgentPlan) -> dict[str, Any]:
 
 
 def plan_event(run: AgentRun, plan: AgentPlan) -> dict[str, Any]:
-    return run_event("assistant.plan", run, plan=plan_payload(plan))
+    return run_event(event_names.PLAN, run, plan=plan_payload(plan))
 
 
 def run_plan(run: AgentRun) -> AgentPlan | None:

@@ -10,9 +10,10 @@ lease, resumed after a crash). The worker of the asking run works on the first m
 holding the asker; when the members have ended, the asker's steps are finished with what each answered,
 as data — its reply, or an escalation that says why it could not go on. While a member waits for the
 person, or works in another worker, the asker pauses instead (`awaiting_members`, holding no worker), and
-the end of its last working member wakes it (`parent_wake`: back on the queue). A crash between any two of
-these writes loses nothing: a step `started` with a child is never "unknown" (the child's row says what
-happened), and the sweeper wakes a paused asker whose members all ended.
+the end of its last working member wakes it (`run_parent_wake` in assistant/lifecycle.py: back on the
+queue). A crash between any two of these writes loses nothing: a step `started` with a child is never
+"unknown" (the child's row says what happened), and the sweeper wakes a paused asker whose members all
+ended.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 
 from assistant.lifecycle import DelegationRefused, run_child_start, run_path_stop_requested
 from assistant.llm import ToolCall
@@ -212,23 +212,3 @@ def members_used(steps: Sequence[AgentStep]) -> Usage:
     return used
 
 
-def parent_wake(run: AgentRun) -> bool:
-    """`run` (a member's run) has ended: put the run that asked it back on the queue, if it waits for its
-    members and none of them is still at work. Returns whether it was woken; the caller works on it or
-    enqueues it. Safe to call any number of times, from anywhere (see the module's docstring for the race
-    with the parent pausing)."""
-    if run.parent_id is None:
-        return False
-    working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
-    return bool(AgentRun.objects.filter(pk=run.parent_id, status=Status.AWAITING_MEMBERS)
-                .exclude(Exists(working)).update(status=Status.QUEUED))
-
-
-def parents_due() -> list[int]:
-    """Runs waiting for members none of which is still at work (their wake was lost with a worker, or a
-    child was ended by the sweeper): the sweeper's to put back on the queue. Normally none."""
-    working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
-    due = list(AgentRun.objects.filter(status=Status.AWAITING_MEMBERS).exclude(Exists(working))
-               .values_list("pk", flat=True)[:100])
-    return [pk for pk in due if AgentRun.objects.filter(pk=pk, status=Status.AWAITING_MEMBERS)
-            .exclude(Exists(working)).update(status=Status.QUEUED)]

@@ -188,7 +188,8 @@ class AppTools(Toolset):
         if turn.cancelled:
             # The `started` write read the person's Stop: the tool does not run, and its step says so.
             approved = True if step.confirmation == Confirmation.APPROVED else None
-            turn.journal.finish_step(step, not_run_outcome(stop_reason="cancelled", approved=approved))
+            turn.journal.finish_step(step, not_run_outcome(stop_reason=AgentRun.StopReason.CANCELLED,
+                                                           approved=approved))
             turn.check_cancel()
         started = time.monotonic()
         # What runs is the step's own record: exactly what the person saw and, if asked, approved.

@@ -14,13 +14,21 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from assistant import event_names
 from assistant.events import publish_to_user
-from assistant.lifecycle import CancelledBeforeEnd, chat_activity_record, run_finish
+from assistant.lifecycle import (
+    CancelledBeforeEnd,
+    chat_activity_record,
+    run_await_members,
+    run_await_person,
+    run_finish,
+    step_announce,
+    step_outcome_set,
+)
 from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
-from assistant.payloads import message_payload, run_event, run_payload, step_payload
+from assistant.payloads import message_payload, run_event, run_payload
 from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
 from assistant.tools import Tool
@@ -82,9 +90,6 @@ class StepJournal:
         if fenced.cancel_requested:
             self.cancelled.set()
 
-    def _publish_step(self, step: AgentStep) -> None:
-        publish_to_user(self.run.owner_id, run_event("assistant.step", self.run, step=step_payload(step)))
-
     def _write(self, *writes: tuple[AgentStep, tuple[str, ...] | None]) -> None:
         """What is staged, then `writes` (a step to insert, with None, or to save those fields of), in one
         fenced statement; then each of them is announced, in order, once it commits."""
@@ -95,7 +100,7 @@ class StepJournal:
             run_id=self.run.pk, holder=self.holder,
         ))
         for written, _ in writes:
-            self._publish_step(written)
+            step_announce(self.run, written)
 
     def flush(self) -> None:
         """Write what is staged, now."""
@@ -160,13 +165,7 @@ class StepJournal:
                     stage: bool = False) -> None:
         """Record a tool step's outcome (what the executor answered, or why nothing ran). `stage`: written with
         the next write (not while the run follows a plan, whose record follows each outcome at once)."""
-        step.state = State.FINISHED
-        step.result = outcome
-        took_effect = outcome.get("took_effect")
-        step.took_effect = None if took_effect is None else bool(took_effect)  # None: the outcome is unknown
-        step.reason = "" if step.took_effect else str(outcome.get("reason", ""))[:2000]
-        if duration_ms is not None:
-            step.duration_ms = duration_ms
+        step_outcome_set(step, outcome, duration_ms)
         followed = step_finished(self.plan.steps, step) if self.plan is not None and self._follows_plan(step) else None
         if followed and followed["status"] == AgentPlan.Status.FAILED:
             # Said to the model with the outcome, as data: the plan is to be revised, not ploughed on with.
@@ -219,16 +218,8 @@ class StepJournal:
                 self.save(step, "summary", "containment")
             else:
                 self.flush()
-            released = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).update(
-                status=Status.AWAITING_CONFIRMATION, lease_owner="", lease_expires_at=None
-            )
-            if not released:
+            if not run_await_person(self.run, holder=self.holder, step=step, tool=tool):
                 raise self._lost()
-            self.run.status, self.run.lease_owner, self.run.lease_expires_at = Status.AWAITING_CONFIRMATION, "", None
-            publish_to_user(self.run.owner_id, run_event(
-                "assistant.confirm", self.run, step=step_payload(step),
-                tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
-            ))
         return step
 
     def label(self, others_text: list[dict[str, Any]]) -> None:
@@ -244,16 +235,10 @@ class StepJournal:
         nothing, when none is at work any more, or when the person stopped the run (`cancelled` is then
         set); raises LeaseLost when this worker no longer holds it."""
         self.flush()
-        working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
-        held = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder)
-        # One statement: the run's row is locked by it before a member's wake can look at it (see
-        # assistant/society/handoff.py), and a Stop that committed first keeps it from pausing.
-        if held.filter(cancel_requested=False).filter(Exists(working)).update(
-            status=Status.AWAITING_MEMBERS, lease_owner="", lease_expires_at=None
-        ):
-            self.run.status, self.run.lease_owner, self.run.lease_expires_at = Status.AWAITING_MEMBERS, "", None
+        if run_await_members(self.run, holder=self.holder):
             return True
-        cancel = held.values_list("cancel_requested", flat=True).first()
+        cancel = AgentRun.objects.filter(pk=self.run.pk, lease_owner=self.holder).values_list(
+            "cancel_requested", flat=True).first()
         if cancel is None:
             raise self._lost()
         if cancel:
@@ -274,7 +259,7 @@ class StepJournal:
                                    content=reply, run=self.run, created_at=at)
             run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message)
             publish_to_user(run.owner_id, run_event(
-                "assistant.replied", run, message=message_payload(message), run=run_payload(run)
+                event_names.REPLIED, run, message=message_payload(message), run=run_payload(run)
             ))
         return run, message
 

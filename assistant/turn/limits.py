@@ -65,17 +65,17 @@ class Limits:
         model_calls = self.members.model_calls + sum(1 for step in steps if step.kind == Kind.MODEL_CALL)
         limit = int(run_setting(self.run, "MAX_MODEL_CALLS"))
         if model_calls >= limit:
-            raise StopRun(Status.FAILED, "max_model_calls",
+            raise StopRun(Status.FAILED, AgentRun.StopReason.MAX_MODEL_CALLS,
                           f"The assistant stopped: it reached its limit of {limit} model calls for one request.")
         tokens = self.members.tokens + sum(step.prompt_tokens + step.completion_tokens for step in steps)
         token_limit = int(run_setting(self.run, "MAX_TOKENS_PER_RUN"))
         if tokens >= token_limit:
-            raise StopRun(Status.FAILED, "max_tokens",
+            raise StopRun(Status.FAILED, AgentRun.StopReason.MAX_TOKENS,
                           f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
         # A call that might pass the budget is not made, so a run (and a tree, whose members share it) stays
         # within it: the call is predicted from what it will send, plus the most it may write.
         if tokens + self.predicted_call_tokens(steps, prompt, tools, continues=continues) > token_limit:
-            raise StopRun(Status.FAILED, "max_tokens",
+            raise StopRun(Status.FAILED, AgentRun.StopReason.MAX_TOKENS,
                           f"The assistant stopped: another model call would pass its budget of {token_limit} "
                           "tokens for one request.")
 
@@ -104,13 +104,13 @@ class Limits:
         tool_steps = [step for step in steps if step.kind == Kind.TOOL_CALL]
         limit = int(run_setting(self.run, "MAX_TOOL_CALLS"))
         if self.members.tool_calls + len(tool_steps) + also_starting >= limit:
-            raise StopRun(Status.FAILED, "max_tool_calls",
+            raise StopRun(Status.FAILED, AgentRun.StopReason.MAX_TOOL_CALLS,
                           f"The assistant stopped: it reached its limit of {limit} tool calls for one request.")
         repeats = int(run_setting(self.run, "MAX_IDENTICAL_TOOL_CALLS"))
         key = call_key(name, arguments)
         recent = [call_key(step.tool_name, step.arguments) for step in tool_steps[-(repeats - 1):]]
         if repeats > 1 and len(recent) == repeats - 1 and all(previous == key for previous in recent):
-            raise StopRun(Status.FAILED, "repeated_tool_call",
+            raise StopRun(Status.FAILED, AgentRun.StopReason.REPEATED_TOOL_CALL,
                           f"The assistant stopped: it asked for the same action ({name}) {repeats} times in a row.")
 
     def check_wall_time(self) -> None:
@@ -118,5 +118,5 @@ class Limits:
         limit = float(run_setting(self.run, "MAX_WALL_SECONDS"))
         started = self.run.clock_started_at or self.run.started_at or self.run.created_at
         if (timezone.now() - started).total_seconds() > limit:
-            raise StopRun(Status.TIMED_OUT, "wall_time",
+            raise StopRun(Status.TIMED_OUT, AgentRun.StopReason.WALL_TIME,
                           f"The assistant ran out of time ({limit:.0f} s) for this request.")

@@ -23,12 +23,19 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from assistant import signals
+from assistant import event_names, signals
 from assistant.authority import RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import STOPPED_BY_YOU, CancelledBeforeEnd, run_finish, run_path, run_setting
+from assistant.lifecycle import (
+    STOPPED_BY_YOU,
+    CancelledBeforeEnd,
+    run_finish,
+    run_parent_wake,
+    run_path,
+    run_setting,
+)
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory import memory_recall, memory_remember
 from assistant.models import AgentMemory, AgentRun, AgentStep
@@ -36,7 +43,7 @@ from assistant.payloads import run_event
 from assistant.plans.offer import PlanTool
 from assistant.plans.record import run_plan
 from assistant.replay import RecordedTools, replay_settings
-from assistant.society.handoff import is_waiting_on_member, members_used, parent_wake
+from assistant.society.handoff import is_waiting_on_member, members_used
 from assistant.society.members import member
 from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, tools_for
@@ -237,7 +244,7 @@ class Turn:
         except LeaseLost:
             logger.warning("Run %s is no longer held by this worker (%s); it stops", self.run.pk, self.heartbeat.holder)
         except ModelError as exc:
-            self._stop(StopRun(Status.FAILED, "model_error", str(exc)))
+            self._stop(StopRun(Status.FAILED, AgentRun.StopReason.MODEL_ERROR, str(exc)))
         except SessionEnded as ended:
             self._stop(StopRun(Status.CANCELLED, ended.stop_reason, ended.message))
 
@@ -268,14 +275,14 @@ class Turn:
             self.authority.check(now=True)
         except SessionEnded as ended:
             return StopRun(Status.CANCELLED, ended.stop_reason, ended.message)
-        return StopRun(Status.CANCELLED, "cancelled", STOPPED_BY_YOU)
+        return StopRun(Status.CANCELLED, AgentRun.StopReason.CANCELLED, STOPPED_BY_YOU)
 
     def _on_delta(self, delta: str) -> None:
         if not self.heartbeat.holds():
             raise LeaseLost()
         delta = clean_text(delta)
         self._streamed.append(delta)
-        publish_to_user(self.run.owner_id, run_event("assistant.token", self.run, delta=delta))
+        publish_to_user(self.run.owner_id, run_event(event_names.TEXT_DELTA, self.run, delta=delta))
         self.check_cancel()
         self.limits.check_wall_time()
 
@@ -553,12 +560,12 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
             # Taken over in the meantime (LeaseLost): the new holder goes on with the run, untouched.
             if current is not None and current.is_active:
                 with contextlib.suppress(LeaseLost):
-                    run_finish(run=current, status=Status.FAILED, stop_reason="internal_error",
+                    run_finish(run=current, status=Status.FAILED, stop_reason=AgentRun.StopReason.INTERNAL_ERROR,
                                error=f"Something went wrong inside the assistant ({type(exc).__name__}).",
                                holder=holder)
     if run.parent_id is not None:
         # A member that ended wakes the run that asked it, if that one paused for it (see handoff.py).
         ended = AgentRun.objects.filter(pk=run_id).only("pk", "parent_id", "status").first()
-        if ended is not None and not ended.is_active and parent_wake(ended):
+        if ended is not None and not ended.is_active and run_parent_wake(ended):
             following.append(run.parent_id)
     return following

@@ -17,10 +17,9 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_finish, run_setting
+from assistant.lifecycle import run_finish, run_parents_wake_due, run_setting
 from assistant.models import AgentRun, Channel
 from assistant.run_profile import run_profile_record
-from assistant.society.handoff import parents_due
 from assistant.turn.lease import configured_lease_seconds
 
 logger = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ def _time_out_stuck_runs(now: datetime) -> list[int]:
         with transaction.atomic():
             stuck = AgentRun.objects.select_for_update(skip_locked=True).filter(pk=run_id, status="running").first()
             if stuck is not None:
-                run_finish(run=stuck, status=AgentRun.Status.TIMED_OUT, stop_reason="swept",
+                run_finish(run=stuck, status=AgentRun.Status.TIMED_OUT, stop_reason=AgentRun.StopReason.SWEPT,
                            error="The assistant took too long on this request and was stopped.")
                 timed_out.append(run_id)
     return timed_out
@@ -70,7 +69,7 @@ def _expire_client_approvals(now: datetime) -> list[int]:
             channel=Channel.MCP, status=AgentRun.Status.AWAITING_CONFIRMATION, created_at__lt=horizon
         ).order_by("pk")[:REQUEUE_BATCH]
         for run in waiting:
-            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=CLIENT_APPROVAL_EXPIRED,
+            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.EXPIRED,
                        error="Your agent did not call it again in time; the action was not taken.")
             expired.append(run.pk)
     return expired
@@ -114,7 +113,7 @@ def _wake_runs_whose_members_ended() -> list[int]:
     the last one died before it woke them, or this sweeper ended it (assistant/society/handoff.py)."""
     from assistant.tasks import run_turn
 
-    woken = parents_due()
+    woken = run_parents_wake_due()
     for run_id in woken:
         try:
             run_turn.delay(run_id)
