@@ -44,7 +44,7 @@ def signed_in_client(user: Any, **session_data: Any) -> Client:
 
 
 def host_application() -> Any:
-    """The host's ASGI application, `settings.ASGI_APPLICATION` (the one `with_assistant` wraps).
+    """The host's ASGI application, `settings.ASGI_APPLICATION` (what its asgi.py made with `with_assistant`).
 
     Imported when a test first asks, not when this module is: by then the test environment has added
     its host to ALLOWED_HOSTS, which the socket's Origin check reads once, when the application is made.
