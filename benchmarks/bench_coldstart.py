@@ -138,7 +138,7 @@ def _summary(values: list[float]) -> str:
 
 
 def _first_turns(runs: int) -> None:
-    from tests.fakes import FakeAnthropicServer
+    from assistant.testing.providers import FakeAnthropicServer
 
     with FakeAnthropicServer() as server:
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": os.environ.get("DJANGO_SETTINGS_MODULE", "config.settings"),

@@ -20,8 +20,8 @@ try:
 except ImportError:  # the SDKs moved between the two names; either is the same client
     import httpx  # type: ignore[no-redef]
 
-from tests.fakes import FakeOpenAIServer
-from tests.fakes.tools import TRACKER_TOOLS
+from assistant.testing.providers import FakeOpenAIServer
+from tests.tracker_tools import TRACKER_TOOLS
 
 ROUNDS = 300
 WARMUP = 20

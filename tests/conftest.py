@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
-import json
 import os
 import signal
 import socket
@@ -22,8 +22,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 
+from assistant.testing.providers.openai_server import FakeOpenAIServer
+from assistant.testing.scripted import write_script
 from devstack.commands import daphne_command
-from tests.fakes.openai_server import FakeOpenAIServer
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -307,15 +308,9 @@ def _accepts(port: int) -> bool:
 
 @pytest.fixture
 def script(tmp_path: Path) -> Callable[..., str]:
-    """Writes a scripted-model file and returns its model spec, e.g. `script({"text": "hi"})`."""
-    counter = itertools.count(1)
-
-    def write(*entries: dict[str, Any]) -> str:
-        path = tmp_path / f"script-{next(counter)}.json"
-        path.write_text(json.dumps(list(entries)))
-        return f"scripted:{path}"
-
-    return write
+    """Writes a scripted-model file in the test's folder and returns its model spec, e.g.
+    `script({"text": "hi"})` (see `assistant.testing.scripted.write_script`)."""
+    return functools.partial(write_script, directory=tmp_path)
 
 
 def wait_for_run(run_id: int, *statuses: str, timeout: float = 30) -> Any:

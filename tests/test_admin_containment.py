@@ -14,8 +14,8 @@ import pytest
 from django.test import Client
 
 from assistant.models import AgentMemory, AgentRun
+from assistant.testing.sockets import connect, receive_until
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
-from tests.sockets import connect, receive_until
 from tests.test_dashboard import DASHBOARD, RUN_LIST, show
 from tracker.models import Comment, Project, Task
 

@@ -47,10 +47,10 @@ from pydantic import TypeAdapter
 from assistant.agui.models import AguiRun
 from assistant.mcp.tokens import token_create, token_revoke
 from assistant.models import AgentChat, AgentRun, AgentStep
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import signed_in_client
 from tests.browser.harness import write_model_script
 from tests.conftest import WorkerProcess, daphne_on_test_database, wait_for
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
-from tests.sockets import signed_in_client
 from tests.testapp.models import Effect
 from tracker.models import Project, Task
 

@@ -16,11 +16,11 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from assistant.models import AgentStep
+from assistant.testing.sockets import connect, receive_until
 from assistant.tools import Tool, tools_for
 from assistant.tools.describe import MAX_NAME_CHARS, MAX_SUMMARY_CHARS, describe_call
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.sockets import connect, receive_until
 from tests.testapp.models import Effect
 from tracker.models import Comment, Project, Task
 

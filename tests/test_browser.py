@@ -7,9 +7,9 @@ from typing import Any
 
 from assistant.events import event_seq_key, publisher, user_group
 from assistant.redis_connection import redis_client
+from assistant.testing.sockets import SETTLED
 from tests.browser.harness import BROWSER_MARKS, ask, log_in
 from tests.conftest import PROJECT_DIR, WorkerProcess
-from tests.sockets import SETTLED
 from tracker.models import Project, Task
 
 # The fixtures `page` and `site_url` (one Chromium per module; daphne on the test database with the site's

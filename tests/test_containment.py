@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from assistant.models import AgentRun, AgentStep
+from assistant.testing.sockets import connect, receive_until
 from tests.conftest import WorkerProcess, assistant_settings_with
-from tests.sockets import connect, receive_until
 from tracker.models import Comment, Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

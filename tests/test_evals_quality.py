@@ -26,12 +26,12 @@ from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.models import AgentRun
 from assistant.services import chat_send, run_feedback
+from assistant.testing.providers import FakeOpenAIServer, openai_completion
 from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from registry.models import AgentProfile
 from registry.selectors import profile_stats
 from tests.conftest import assistant_settings_with
-from tests.fakes import FakeOpenAIServer, openai_completion
 from tests.test_profile_admin import read
 
 pytestmark = pytest.mark.django_db

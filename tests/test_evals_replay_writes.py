@@ -22,10 +22,10 @@ from assistant.evals.models import EvalCase, EvalResult
 from assistant.evals.replays import Candidate, eval_run_start
 from assistant.models import AgentMemory, AgentRun, AgentStep
 from assistant.services import chat_send, run_confirm
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.turn.context import NOTES_START, PAGE_START
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.test_evals_replay import finished, recorded_run, site_data
 from tracker.models import Project, Task
 

@@ -17,8 +17,8 @@ from channels.testing import WebsocketCommunicator
 from assistant import services
 from assistant.events import publisher, user_group
 from assistant.models import AgentChat
+from assistant.testing.sockets import connect, receive_until
 from tests.conftest import WorkerProcess, assistant_settings_with
-from tests.sockets import connect, receive_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

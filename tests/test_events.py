@@ -10,7 +10,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from assistant.events import COALESCE_SECONDS, publisher, user_group
-from tests.sockets import unnumbered
+from assistant.testing.sockets import unnumbered
 
 
 async def _listen(group: str, publish: Any, events: int) -> tuple[list[list[dict[str, Any]]], float]:

@@ -20,8 +20,8 @@ from django.utils import timezone
 from assistant.models import AgentChat, AgentMessage, AgentRun
 from assistant.payloads import message_payload
 from assistant.selectors import chat_messages
+from assistant.testing.sockets import connect, receive_until, settle, unnumbered
 from tests.conftest import WorkerProcess, assistant_settings_with
-from tests.sockets import connect, receive_until, settle, unnumbered
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

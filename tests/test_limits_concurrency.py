@@ -32,9 +32,9 @@ from pydantic import TypeAdapter
 from assistant.agui.models import AguiRun
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.testing.sockets import signed_in_client
 from tests.browser.harness import write_model_script
 from tests.conftest import WorkerProcess, daphne_on_test_database
-from tests.sockets import signed_in_client
 from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

@@ -9,8 +9,14 @@ import pytest
 from django.test import override_settings
 
 from assistant.llm import Message, ModelError, ToolCall, get_model
-from tests.fakes import FakeAnthropicServer, anthropic_message, anthropic_stream, error_reply, provider_settings
-from tests.fakes.tools import TASK_COMPLETE, TASK_LIST
+from assistant.testing.providers import (
+    FakeAnthropicServer,
+    anthropic_message,
+    anthropic_stream,
+    error_reply,
+    provider_settings,
+)
+from tests.tracker_tools import TASK_COMPLETE, TASK_LIST
 
 CONVERSATION = [
     Message.system("You act as the signed-in user."),

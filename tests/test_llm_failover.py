@@ -18,7 +18,13 @@ from django.test import override_settings
 
 from assistant.llm import AllProvidersFailedError, Message, ModelError, get_model
 from assistant.llm.failover import FailoverModel
-from tests.fakes import FakeOpenAIServer, error_reply, openai_completion, openai_stream, provider_settings
+from assistant.testing.providers import (
+    FakeOpenAIServer,
+    error_reply,
+    openai_completion,
+    openai_stream,
+    provider_settings,
+)
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 HELLO = [Message.user("hello")]

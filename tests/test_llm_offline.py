@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.llm import Message, ModelResponse, Tool, ToolCall, get_model
-from tests.fakes.tools import TRACKER_TOOLS
+from tests.tracker_tools import TRACKER_TOOLS
 
 
 @dataclass

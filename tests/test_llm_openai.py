@@ -9,8 +9,15 @@ import pytest
 from django.test import override_settings
 
 from assistant.llm import Message, ModelError, ToolCall, get_model
-from tests.fakes import FakeOpenAIServer, Reply, error_reply, openai_completion, openai_stream, provider_settings
-from tests.fakes.tools import TASK_CREATE, TASK_LIST
+from assistant.testing.providers import (
+    FakeOpenAIServer,
+    Reply,
+    error_reply,
+    openai_completion,
+    openai_stream,
+    provider_settings,
+)
+from tests.tracker_tools import TASK_CREATE, TASK_LIST
 
 CONVERSATION = [
     Message.system("You act as the signed-in user."),

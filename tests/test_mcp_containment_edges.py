@@ -18,7 +18,7 @@ from django.utils import timezone
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentRun, AgentStep
-from tests.sockets import connect, receive_until
+from assistant.testing.sockets import connect, receive_until
 from tests.test_mcp_endpoint import approve, call, port, text_of  # noqa: F401 (port: the fixture)
 from tracker.models import Comment, Project, Task
 

@@ -24,9 +24,9 @@ from mcp.shared.exceptions import MCPError
 
 from assistant.mcp.tokens import token_create, token_revoke
 from assistant.models import AgentRun, AgentStep
+from assistant.testing.sockets import connect, receive_until
 from assistant.tools import tools_for
 from tests.conftest import daphne_on_test_database
-from tests.sockets import connect, receive_until
 from tracker.models import Project
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,9 +15,9 @@ import pytest
 
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentMessage, AgentRun
+from assistant.testing.sockets import signed_in_client
 from assistant.tools import execute_tool
 from tests.conftest import daphne_on_test_database
-from tests.sockets import signed_in_client
 from tests.testapp.models import Effect
 from tracker.models import Project, Task
 

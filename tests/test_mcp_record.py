@@ -27,8 +27,8 @@ from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.services import Refused, chat_send
+from assistant.testing.sockets import connect, receive_until
 from assistant.tools import Tool, tools_for
-from tests.sockets import connect, receive_until
 from tests.test_dashboard import Page, in_range, lookups
 from tracker.models import Project
 

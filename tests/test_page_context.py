@@ -13,10 +13,10 @@ import pytest
 from assistant.models import AgentRun
 from assistant.page_context import BadPage, page_context, suggestions
 from assistant.services import chat_send
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import connect, receive_until
 from assistant.turn.context import PAGE_START
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
-from tests.sockets import connect, receive_until
 from tracker.models import Project, Task
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,10 +17,10 @@ from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.services import Refused, chat_send, run_cancel, session_runs_end
 from assistant.society.budget import reserve, tree_usage
 from assistant.tasks import run_enqueue
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import signed_in_client
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
-from tests.sockets import signed_in_client
 from tracker.models import Project, Task
 
 pytestmark = pytest.mark.django_db

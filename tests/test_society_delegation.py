@@ -20,11 +20,11 @@ from channels.testing import WebsocketCommunicator
 
 from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.services import chat_send
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import ORIGIN, connect, receive_until, signed_in_client
 from config.asgi import application
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
-from tests.sockets import ORIGIN, connect, receive_until, signed_in_client
 from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

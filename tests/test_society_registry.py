@@ -12,9 +12,9 @@ from django.utils import timezone
 from assistant.lifecycle import run_child_start, run_config
 from assistant.models import AgentChat, AgentRun
 from assistant.tasks import run_enqueue
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, wait_for
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 

@@ -24,10 +24,10 @@ from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.services import run_cancel
 from assistant.society.handoff import Delegation, delegations_start
 from assistant.society.offer import delegation_tools
+from assistant.testing.sockets import connect, receive_until
 from assistant.turn.journal import StepJournal
 from assistant.turn.lease import LeaseLost
 from tests.conftest import WorkerProcess, wait_for, wait_for_run
-from tests.sockets import connect, receive_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,10 +10,10 @@ import pytest
 from assistant.models import AgentChat, AgentMessage, AgentStep
 from assistant.selectors import chat_messages
 from assistant.services import chat_send
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_completion, openai_stream
+from assistant.testing.providers.server import error_reply
 from assistant.turn.context import NOTES_START
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer, openai_completion, openai_stream
-from tests.fakes.server import error_reply
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 

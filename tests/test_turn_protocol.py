@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from assistant.models import AgentChat, AgentRun
 from assistant.services import chat_send
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import connect, receive_until, settle
 from assistant.turn.lease import configured_lease_seconds
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
-from tests.sockets import connect, receive_until, settle
 from tracker.models import Project
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

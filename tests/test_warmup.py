@@ -14,6 +14,7 @@ import pytest
 
 from assistant.models import AgentRun, AgentStep
 from assistant.services import chat_send
+from assistant.testing.providers import FakeAnthropicServer
 from tests.conftest import (
     PROJECT_DIR,
     WorkerProcess,
@@ -22,7 +23,6 @@ from tests.conftest import (
     stop_every_sweeper,
     wait_for_run,
 )
-from tests.fakes import FakeAnthropicServer
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 

@@ -16,6 +16,7 @@ from typing import Any
 from playwright.sync_api import expect
 
 from assistant.models import AgentChat, AgentRun
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from tests.browser.harness import (
     BROWSER_MARKS,
     axe_violations,
@@ -25,7 +26,6 @@ from tests.browser.harness import (
     wait_for_replies,
 )
 from tests.conftest import WorkerProcess
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tracker.models import Project, Task
 
 pytestmark = BROWSER_MARKS

@@ -14,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from assistant.models import AgentChat, AgentPlan, AgentRun
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from tests.browser.harness import (
     BROWSER_MARKS,
     ask,
@@ -24,7 +25,6 @@ from tests.browser.harness import (
     wait_for_replies,
 )
 from tests.conftest import WorkerProcess
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tracker.models import Project, Task
 
 pytestmark = BROWSER_MARKS

@@ -16,9 +16,9 @@ from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.models import AgentRun
 from assistant.services import chat_send
+from assistant.testing.providers.openai_server import FakeOpenAIServer, Reply, openai_completion, openai_stream
 from registry.models import AgentProfile
 from tests.conftest import assistant_settings_with, wait_for
-from tests.fakes.openai_server import FakeOpenAIServer, Reply, openai_completion, openai_stream
 from tests.faults.conftest import Stack
 from tests.faults.stack import Worker
 from tests.testapp.models import Effect

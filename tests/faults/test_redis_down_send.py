@@ -17,10 +17,10 @@ from django.utils import timezone
 from assistant.conf import assistant_settings
 from assistant.events import RESYNC_SETTLE_SECONDS, publisher, user_group
 from assistant.models import AgentMessage, AgentRun
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import connect, receive_until, unnumbered
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
 from tests.faults.redis_outage import CuttableProxy, redis_through_proxy
-from tests.sockets import connect, receive_until, unnumbered
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -28,8 +28,8 @@ from django.db.models import Q
 from django.test import override_settings
 
 from assistant.models import AgentMemory, AgentRun, AgentStep
+from assistant.testing.sockets import connect, signed_in_client
 from tests.injection.cases import AGUI, PANEL, Case, Script, World, world_build, world_clear
-from tests.sockets import connect, signed_in_client
 from tracker.models import Comment, Project, Task
 
 ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}

@@ -25,9 +25,9 @@ from django.test import Client, override_settings
 from assistant.authority import RunAuthority, SentFrom, SessionEnded
 from assistant.models import AgentRun
 from assistant.services import ended_sessions_runs_end, session_runs_end
+from assistant.testing.sockets import ORIGIN, receive_until
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with
-from tests.sockets import ORIGIN, receive_until
 from tracker.models import Project
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

@@ -20,10 +20,10 @@ from django.test import Client
 
 from assistant.authority import SentFrom
 from assistant.models import AgentRun
+from assistant.testing.sockets import connect, receive_until
 from assistant.tools import Tool, tools_for
 from assistant.tools.describe import describe_call
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.sockets import connect, receive_until
 from tests.testapp.models import Effect
 from tracker.models import Comment, Project, Task
 

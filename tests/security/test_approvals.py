@@ -16,13 +16,13 @@ from django.test import Client
 
 from assistant.models import AgentRun, AgentStep
 from assistant.services import chat_send, run_confirm
+from assistant.testing.providers import FakeAnthropicServer, anthropic_stream, provider_settings
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import settle
 from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.fakes import FakeAnthropicServer, anthropic_stream, provider_settings
-from tests.fakes.openai_server import FakeOpenAIServer, openai_stream
-from tests.sockets import settle
 from tracker.models import Project
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")

@@ -21,9 +21,9 @@ from django.test import Client
 
 from assistant.models import AgentStep
 from assistant.services import chat_send
+from assistant.testing.sockets import settle
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.sockets import settle
 from tests.tables import models_of, table_rows
 from tracker.models import Comment, Project, Task
 

@@ -18,8 +18,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
 from assistant.models import AgentMessage, AgentRun
+from assistant.testing.sockets import connect
 from tests.conftest import WorkerProcess, daphne_on_test_database
-from tests.sockets import connect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -27,10 +27,10 @@ from assistant.authority import SentFrom, session_user
 from assistant.conf import assistant_settings
 from assistant.models import AgentRun
 from assistant.services import chat_send
+from assistant.testing.sockets import receive_until, signed_in_client
 from assistant.tools import execute_tool
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.sockets import receive_until, signed_in_client
 from tests.testapp.middleware import VERIFY_PATH
 from tests.testapp.models import Effect
 from tracker.models import Project

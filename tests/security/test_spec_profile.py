@@ -16,8 +16,8 @@ from django.core.management import call_command
 
 from assistant.models import AgentStep
 from assistant.services import chat_send
+from assistant.testing.providers.openai_server import FakeOpenAIServer
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
-from tests.fakes.openai_server import FakeOpenAIServer
 from tests.testapp.models import Effect
 from tracker.models import Project
 

@@ -19,10 +19,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from assistant.models import AgentChat, AgentMessage, AgentRun
+from assistant.testing.sockets import connect
 from assistant.text import readable_text
 from assistant.tools import tools_for
 from assistant.tools.describe import describe_call
-from tests.sockets import connect
 from tracker.models import Project, Task
 
 RLO, PDF, LRI, PDI, ZWSP, ZWJ, BOM = "\u202e", "\u202c", "\u2066", "\u2069", "\u200b", "\u200d", "\ufeff"

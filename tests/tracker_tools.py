@@ -1,4 +1,5 @@
-"""Tool specs shaped like the ones the tool registry derives from Django forms and read registrations."""
+"""The tracker demo's tools as the model adapters see them: specs shaped like the ones the tool registry
+derives from Django forms and read registrations, for the adapters' tests and benchmarks."""
 
 from __future__ import annotations
 

@@ -1,5 +1,11 @@
-"""The assistant's socket as a test opens it: a signed-in person's WebsocketCommunicator, reading its
-events until the one a test waits for, and until everything sent its way has arrived (`settle`)."""
+"""The assistant's socket as a test opens it: a signed-in person's WebsocketCommunicator on the host's own
+`settings.ASGI_APPLICATION`, reading its events until the one a test waits for, and until everything sent
+its way has arrived (`settle`).
+
+The socket runs in the test's process, but a run's turns are taken by the Celery worker: a test that sends
+a message needs a worker on the test database (a `celery -A <project> worker` process started with the
+test database's settings) for the reply to come.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,18 @@ from collections.abc import Callable
 from typing import Any
 
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.test import Client
+from django.utils.module_loading import import_string
 
 from assistant.events import publisher, user_group
-from config.asgi import application
 
-ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+#: Where `with_assistant` serves the assistant's socket.
+SOCKET_PATH = "/ws/assistant/"
+#: The host Django's test client names: its test environment adds it to ALLOWED_HOSTS, which the socket's
+#: Origin check accepts.
+ORIGIN = (b"origin", b"http://testserver")
+#: The type of the marker event `settle` publishes; a test that publishes its own may reuse it.
 SETTLED = "test.settled"
 _marks = itertools.count(1)
 
@@ -31,11 +43,26 @@ def signed_in_client(user: Any, **session_data: Any) -> Client:
     return client
 
 
+def host_application() -> Any:
+    """The host's ASGI application, `settings.ASGI_APPLICATION` (what its asgi.py made with `with_assistant`).
+
+    Imported when a test first asks, not when this module is: by then the test environment has added
+    its host to ALLOWED_HOSTS, which the socket's Origin check reads once, when the application is made.
+    """
+    return import_string(settings.ASGI_APPLICATION)
+
+
+def session_cookie(client: Client) -> tuple[bytes, bytes]:
+    """The Cookie header of `client`'s session, as a socket of that browser would send it."""
+    return (b"cookie", f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}".encode())
+
+
 def connect(user: Any, **session_data: Any) -> WebsocketCommunicator:
-    """A socket of a fresh browser session in which `user` signed in (see `signed_in_client`)."""
+    """A socket of a fresh browser session in which `user` signed in (see `signed_in_client`); `await
+    socket.connect()` opens it. The sign-in writes the session to the database, so this is called before
+    the test's event loop runs (or through `sync_to_async`)."""
     client = signed_in_client(user, **session_data)
-    cookie = (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
-    return WebsocketCommunicator(application, "/ws/assistant/", headers=[ORIGIN, cookie])
+    return WebsocketCommunicator(host_application(), SOCKET_PATH, headers=[ORIGIN, session_cookie(client)])
 
 
 def unnumbered(event: dict[str, Any]) -> dict[str, Any]:
@@ -73,16 +100,21 @@ async def settle(*tabs: tuple[WebsocketCommunicator, Any], timeout: float = 20) 
     for socket, _ in tabs:
         ping = f"settle-{next(_marks)}"
         await socket.send_json_to({"type": "assistant.ping", "id": ping})
-        *events, _ = await receive_until(
-            socket, lambda event, ping=ping: event == {"type": "assistant.pong", "id": ping}, timeout)
+        *events, _ = await receive_until(socket, _is_pong_to(ping), timeout)
         before.append(events)
     marks = {}
     for user in {user.pk: user for _, user in tabs}.values():
         marks[user.pk] = mark = f"settle-{next(_marks)}"
         publisher.publish(user_group(user.pk), {"type": SETTLED, "mark": mark})
     for (socket, user), events in zip(tabs, before, strict=True):
-        *rest, _ = await receive_until(
-            socket, lambda event, mark=marks[user.pk]: event.get("type") == SETTLED and event.get("mark") == mark,
-            timeout)
+        *rest, _ = await receive_until(socket, _is_marker(marks[user.pk]), timeout)
         events.extend(rest)
     return before
+
+
+def _is_pong_to(ping: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda event: event == {"type": "assistant.pong", "id": ping}
+
+
+def _is_marker(mark: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda event: event.get("type") == SETTLED and event.get("mark") == mark

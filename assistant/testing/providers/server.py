@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: The servers listen on loopback only: a test's fake provider is no one else's.
+LOOPBACK = "127.0.0.1"
+
 
 @dataclass
 class Reply:
@@ -69,8 +72,7 @@ class FakeServer:
     @property
     def base_url(self) -> str:
         assert self._httpd is not None, "start() the server first"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{LOOPBACK}:{self._httpd.server_port}"
 
     def queue(self, *replies: Reply) -> None:
         """Answer the next requests with these replies, in order; then the default reply."""
@@ -122,7 +124,7 @@ class FakeServer:
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the client gave up (a timeout test)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer((LOOPBACK, 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-model-server", daemon=True
