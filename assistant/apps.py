@@ -18,7 +18,7 @@ class AssistantConfig(AppConfig):
 
         from django.contrib.auth.signals import user_logged_out
 
-        from assistant.services import on_user_logged_out
+        from assistant.conversation.services import on_user_logged_out
 
         # Logging out ends what that session's runs were doing and closes its sockets at once.
         user_logged_out.connect(on_user_logged_out, dispatch_uid="assistant.session_ended_on_logout")

@@ -251,12 +251,12 @@ def check_celery_broker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             )
         ]
     is_redis = str(broker).startswith(("redis://", "rediss://"))
-    if is_redis and getattr(settings, "CELERY_BROKER_TRANSPORT", None) != "assistant.broker.Transport":
+    if is_redis and getattr(settings, "CELERY_BROKER_TRANSPORT", None) != "assistant.infra.broker.Transport":
         return [
             Warning(
                 "The Celery broker is Redis with kombu's own transport: with Celery 5.7, a broker restart while a turn "
                 "runs makes the worker exit.",
-                hint='Add to settings: CELERY_BROKER_TRANSPORT = "assistant.broker.Transport"',
+                hint='Add to settings: CELERY_BROKER_TRANSPORT = "assistant.infra.broker.Transport"',
                 id="assistant.W023",
             )
         ]
@@ -282,7 +282,7 @@ def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """The assistant's own keys (breaker, cancel flags, the sweeper's heartbeat) live in Redis; which one is
     found from the project's settings (`assistant.conf.assistant_redis_url`)."""
     from assistant.conf import assistant_redis_url
-    from assistant.health import (
+    from assistant.operations.health import (
         DeclaredTools,
         redis_status,
         stale_workers,

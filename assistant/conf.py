@@ -93,13 +93,13 @@ DEFAULTS: dict[str, Any] = {
     # A provider that failed permanently (auth, payment, unknown model) is skipped this long,
     # or until its configuration (key, URL, model) changes.
     "PERMANENT_FAILURE_SECONDS": 3600,
-    # Workers (assistant/turn/lease.py, assistant/turn/sweeper.py): a worker holds a run under a lease
+    # Workers (assistant/runs/lease.py, assistant/turn/sweeper.py): a worker holds a run under a lease
     # this long, renewed while it lives; every worker sweeps this often for runs whose lease ran out
     # (re-enqueued at most once per lease period) and for queued runs no worker took up within the grace.
     "LEASE_SECONDS": 10.0,
     "SWEEP_INTERVAL_SECONDS": 5.0,
     "QUEUED_GRACE_SECONDS": 30.0,
-    # /healthz (assistant/health.py): anonymous callers get the status only; staff, or a caller sending
+    # /healthz (assistant/operations/health.py): anonymous callers get the status only; staff, or a caller sending
     # `Authorization: Bearer <HEALTH_TOKEN>` (when set), also get each part's details. The worker check
     # is shared for HEALTH_WORKER_CHECK_SECONDS, however often the page is asked.
     "HEALTH_TOKEN": "",

@@ -21,14 +21,15 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django import db
 from django.db import transaction
 
-from assistant import selectors, services
-from assistant.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
+from assistant.access.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
 from assistant.conf import assistant_settings
-from assistant.events import bounded, current_event_seq, user_group
+from assistant.conversation import services
+from assistant.infra.text import parsed_json_problem
+from assistant.live import selectors
+from assistant.live.events import bounded, current_event_seq, user_group
+from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.page_context import BadPage, page_context, suggestions
-from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.plans.record import plan_payload
-from assistant.text import parsed_json_problem
 
 logger = logging.getLogger(__name__)
 
@@ -518,6 +519,6 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "assistant.error", "code": code, "message": message, "request_id": request_id})
 
     async def send_json(self, content: Any, close: bool = False) -> None:
-        # Within the bounds every event keeps (see assistant.events.bounded): valid JSON a browser reads
+        # Within the bounds every event keeps (see assistant.live.events.bounded): valid JSON a browser reads
         # exactly, whatever a client or a model put in a row or an echoed value.
         await super().send_json(bounded(content), close=close)

@@ -27,7 +27,7 @@ def health_check(nonce: str) -> dict[str, Any]:
 def run_turn(run_id: int, asked: dict[str, Any] | None = None) -> str:
     """One turn of the assistant. Delivered at least once: the run's lease makes extra deliveries no-ops.
     `asked` (the question and the embedder to embed it with) lets the worker start on recall at once."""
-    from assistant.turn.lease import lease_claim, new_holder
+    from assistant.runs.lease import lease_claim, new_holder
     from assistant.turn.loop import run_turn as work
 
     return work(run_id, holder=new_holder(), claim=lease_claim, asked=asked, enqueue=_enqueue_now)
@@ -86,8 +86,8 @@ def celery_app_problem() -> tuple[str, str] | None:
 # Delivered at least once like a turn: a second delivery finds the index built and does nothing.
 @shared_task(name="assistant.memory_index_build", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
 def memory_index_build(owner_id: int, spec: str, embedder: str, dims: int) -> str:
-    """Build one owner's memory index (see assistant.memory), once their memories are too many to scan."""
-    from assistant.memory import memory_index_build as build
+    """Build one owner's memory index (see assistant.memory.store), once their memories are too many to scan."""
+    from assistant.memory.store import memory_index_build as build
 
     return build(owner_id=owner_id, spec=spec, embedder=embedder, dims=dims)
 
@@ -95,7 +95,7 @@ def memory_index_build(owner_id: int, spec: str, embedder: str, dims: int) -> st
 @shared_task(name="assistant.memory_index_drop_empty", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
 def memory_index_drop_empty(owner_id: int) -> list[str]:
     """Drop an owner's memory indexes that nothing is in any more (they cleared their memories)."""
-    from assistant.memory import memory_index_drop_empty as drop
+    from assistant.memory.store import memory_index_drop_empty as drop
 
     return drop(owner_id=owner_id)
 
@@ -111,7 +111,7 @@ class RunSweeper(bootsteps.StartStopStep):
 
     def start(self, worker: Any) -> None:
         from assistant.conf import assistant_settings
-        from assistant.health import WorkerTools
+        from assistant.operations.health import WorkerTools
 
         # The tools this worker's code declares now, which it offers until it stops: said at once, so that
         # `manage.py check` and /healthz can compare them before the first sweep.
@@ -139,7 +139,7 @@ class RunSweeper(bootsteps.StartStopStep):
     def sweep(self) -> None:
         from django.db import close_old_connections
 
-        from assistant.health import record_sweeper_heartbeat
+        from assistant.operations.health import record_sweeper_heartbeat
         from assistant.turn.sweeper import sweep_runs
 
         try:
@@ -175,7 +175,7 @@ def _load_model_and_embedder(sender: Any, **kwargs: Any) -> None:
     # Celery's `worker_proc_alive_timeout`, 4 s, which a slow SDK import could overrun). With another pool
     # (threads, eventlet, gevent: no `worker_process_init`) this process runs the turns itself, so it builds
     # the clients too.
-    from assistant.warmup import warm_up
+    from assistant.operations.warmup import warm_up
 
     _warmed_up.append(warm_up(build_clients=not _forks_its_pool(sender)))
 
@@ -257,6 +257,6 @@ def _fresh_connections(**kwargs: Any) -> None:
         connection.close()
 
     # Each pool process builds its own clients (their connection pools are its own) before its first turn.
-    from assistant.warmup import warm_up
+    from assistant.operations.warmup import warm_up
 
     logger.info("Worker process ready for its first turn: built %s", warm_up(build_clients=True).describe())

@@ -11,7 +11,7 @@ from typing import Any
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from assistant.events import publisher, user_group
+from assistant.live.events import publisher, user_group
 from config.asgi import application
 
 ORIGIN = (b"origin", b"http://127.0.0.1:8000")

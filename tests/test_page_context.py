@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentRun
 from assistant.page_context import BadPage, page_context, suggestions
-from assistant.services import chat_send
 from assistant.turn.context import PAGE_START
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream

@@ -11,10 +11,10 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from assistant.authority import SentFrom
-from assistant.lifecycle import DelegationRefused, run_child_start, run_config, run_path
+from assistant.access.authority import SentFrom
+from assistant.conversation.services import Refused, chat_send, run_cancel, session_runs_end
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import Refused, chat_send, run_cancel, session_runs_end
+from assistant.runs.lifecycle import DelegationRefused, run_child_start, run_config, run_path
 from assistant.society.budget import reserve, tree_usage
 from assistant.tasks import run_enqueue
 from registry.models import AgentProfile

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from channels.testing import WebsocketCommunicator
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentRun, AgentStep
-from assistant.services import chat_send
 from config.asgi import application
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run

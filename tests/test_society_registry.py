@@ -9,8 +9,8 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from assistant.lifecycle import run_child_start, run_config
 from assistant.models import AgentChat, AgentRun
+from assistant.runs.lifecycle import run_child_start, run_config
 from assistant.tasks import run_enqueue
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, wait_for

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
+from assistant.live.selectors import chat_messages
 from assistant.models import AgentChat, AgentMessage, AgentStep
-from assistant.selectors import chat_messages
-from assistant.services import chat_send
 from assistant.turn.context import NOTES_START
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_completion, openai_stream

@@ -157,21 +157,20 @@ def test_the_optional_sub_apps_are_held_to_the_same_boundary() -> None:
 
 
 def test_a_runs_lifecycle_has_one_owner_that_neither_the_socket_nor_the_worker_side_imports_back() -> None:
-    # The socket's services and the worker's turn both start and end runs, through assistant/lifecycle.py;
+    # The socket's services and the worker's turn both start and end runs, through assistant/runs/lifecycle.py;
     # neither imports the other, at any depth of a function (a lazy import is still a circle of modules).
     package = PROJECT_DIR / "assistant"
     turn_imports = {
         f"{source_file.relative_to(PROJECT_DIR)}: {module}"
         for source_file in (package / "turn").rglob("*.py")
         for module in _imported_modules(source_file)
-        if module in {"assistant.services", "assistant.consumers"}
+        if module in {"assistant.conversation.services", "assistant.consumers"}
     }
     assert not turn_imports
-    lifecycle_imports = _imported_modules(package / "lifecycle.py")
-    assert not lifecycle_imports & {"assistant.services", "assistant.tasks", "assistant.consumers"}
-    assert not {module for module in lifecycle_imports if module.startswith("assistant.turn.") and
-                module != "assistant.turn.lease"}
-    assert "assistant.services" not in _imported_modules(package / "authority.py")
+    lifecycle_imports = _imported_modules(package / "runs" / "lifecycle.py")
+    assert not lifecycle_imports & {"assistant.conversation.services", "assistant.tasks", "assistant.consumers"}
+    assert not {module for module in lifecycle_imports if module.startswith("assistant.turn")}
+    assert "assistant.conversation.services" not in _imported_modules(package / "access" / "authority.py")
 
 
 HOST_CELERY = '''
@@ -192,9 +191,9 @@ HOST_CELERY = '''
 def test_the_standard_celery_app_of_any_project_runs_turns_and_the_sweeper(
     tmp_path: Path, alice: Any, script: Callable[..., str]
 ) -> None:
-    from assistant.health import SWEEPER_HEARTBEAT_KEY
-    from assistant.redis_connection import redis_client
-    from assistant.services import chat_send
+    from assistant.conversation.services import chat_send
+    from assistant.infra.redis_connection import redis_client
+    from assistant.operations.health import SWEEPER_HEARTBEAT_KEY
     from tests.conftest import assistant_settings_with
 
     # Only the host's worker may take the turn or sweep.

@@ -45,7 +45,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from assistant.events import bounded
+from assistant.live.events import bounded
 from assistant.plans.offer import PLAN_TOOL
 
 #: The runs of a tree that still work (a worker has them, or will): the tree is not paused while one does.

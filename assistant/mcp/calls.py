@@ -31,19 +31,19 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django_mcpz.server import ToolError
 
-from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
-from assistant.events import publish_to_user
-from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_config, run_finish
+from assistant.conversation.agent_calls import agent_call_declined, agent_call_reply
+from assistant.live.events import publish_to_user
+from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
-from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
-from assistant.rows import write_together
+from assistant.runs.lifecycle import CLIENT_APPROVAL_EXPIRED, run_config, run_finish
+from assistant.runs.model_output import storable_json
+from assistant.runs.rows import write_together
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
 from assistant.tools.executor import ToolOutcome, execute_tool
 from assistant.tools.provenance import merge
-from assistant.turn.model_output import storable_json
 
 #: What a run's `model` says for a call the person's own agent made: no model of this site took part.
 CLIENT_MODEL = "mcp-client"

@@ -167,7 +167,7 @@ def registration_counted(address: str) -> int | None:
     ends when that is past MCP_OAUTH_REGISTRATIONS_PER_HOUR (refused), else None. One atomic step in the
     assistant's Redis (the window's key made with its expiry if new, then incremented), so registrations
     sent at once are counted exactly."""
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
 
     limit = int(assistant_settings.MCP_OAUTH_REGISTRATIONS_PER_HOUR)
     key = f"assistant:oauth-registrations:{address}"

@@ -28,9 +28,9 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from assistant.conf import assistant_settings
+from assistant.infra.text import readable_text
 from assistant.mcp.models import NAME_MAX, AccessToken
 from assistant.society.members import members
-from assistant.text import readable_text
 from assistant.tools.offer import ToolScope, resolve_scope
 
 TOKEN_PREFIX = "ast_"  # noqa: S105  (the marker every token starts with, not a secret)
@@ -131,7 +131,7 @@ def parse_duration(text: str | None) -> timedelta:
 
 
 def _clean_name(name: str) -> str:
-    # As the site's other names people type: what hides or reorders text goes (assistant/text.py).
+    # As the site's other names people type: what hides or reorders text goes (assistant/infra/text.py).
     name = readable_text(name or "")
     if not name:
         raise InvalidTokenRequest("name", "A token needs a name, such as the agent it is for.")
@@ -267,8 +267,8 @@ def token_still_acts(token_id: int) -> tuple[str, str] | None:
 def token_calls_end(token_ids: list[int]) -> None:
     """The calls of revoked tokens that wait for approval end now, not taken: the agent that asked can no
     longer call again, so an approval would run nothing, and the person's panel stops asking."""
-    from assistant.lifecycle import run_finish
     from assistant.models import AgentRun
+    from assistant.runs.lifecycle import run_finish
 
     waiting = AgentRun.objects.select_for_update().filter(client_token_id__in=token_ids,
                                                           status=AgentRun.Status.AWAITING_CONFIRMATION)

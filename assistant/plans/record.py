@@ -23,9 +23,9 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assistant.events import publish_to_user
+from assistant.live.events import publish_to_user
+from assistant.live.payloads import run_event
 from assistant.models import AgentPlan, AgentRun, AgentStep
-from assistant.payloads import run_event
 from assistant.plans.offer import PLAN_TOOL
 
 Status = AgentPlan.Status

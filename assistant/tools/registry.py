@@ -125,7 +125,7 @@ class ToolRegistry:
 
     def fingerprint(self) -> str:
         """A digest of what the declared tools tell a model (names, kinds, descriptions, fields, approval):
-        processes whose code declares other tools have other fingerprints (see assistant/health.py)."""
+        processes whose code declares other tools have other fingerprints (see assistant/operations/health.py)."""
         declared = [[definition.name, definition.kind_of, definition.kind, definition.description,
                      definition.confirm, definition.destructive, definition.fields] for definition in self.all()]
         return hashlib.sha256(json.dumps(declared, default=str).encode()).hexdigest()[:16]

@@ -17,11 +17,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.lifecycle import CLIENT_APPROVAL_EXPIRED, run_finish, run_setting
 from assistant.models import AgentRun, Channel
-from assistant.run_profile import run_profile_record
-from assistant.society.handoff import parents_due
-from assistant.turn.lease import configured_lease_seconds
+from assistant.runs.lease import configured_lease_seconds
+from assistant.runs.lifecycle import CLIENT_APPROVAL_EXPIRED, run_finish, run_setting
+from assistant.runs.profile import run_profile_record
+from assistant.turn.handoff import parents_due
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _requeue_lost_runs(now: datetime) -> list[int]:
 
 def _wake_runs_whose_members_ended() -> list[int]:
     """Put back on the queue the runs that wait for members none of which is still at work: the worker of
-    the last one died before it woke them, or this sweeper ended it (assistant/society/handoff.py)."""
+    the last one died before it woke them, or this sweeper ended it (assistant/turn/handoff.py)."""
     from assistant.tasks import run_turn
 
     woken = parents_due()
@@ -126,7 +126,7 @@ def _wake_runs_whose_members_ended() -> list[int]:
 
 def _record_unrecorded_runs() -> list[int]:
     """File in their profiles the ended runs whose entry could not be written when they ended (a failed
-    write is rolled back alone, so the run still ended: see assistant/run_profile.py). Normally none."""
+    write is rolled back alone, so the run still ended: see assistant/runs/profile.py). Normally none."""
     recorded: list[int] = []
     with transaction.atomic():
         # Locked like the end of a run, so racing sweeps never file one twice.

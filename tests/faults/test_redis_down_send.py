@@ -14,7 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.events import RESYNC_SETTLE_SECONDS, publisher, user_group
+from assistant.live.events import RESYNC_SETTLE_SECONDS, publisher, user_group
 from assistant.models import AgentMessage, AgentRun
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream

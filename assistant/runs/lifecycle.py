@@ -18,17 +18,19 @@ from django.db.models import Model
 from django.dispatch import Signal
 from django.utils import timezone
 
-from assistant.authority import SESSION_ENDED, SentFrom
+from assistant.access.authority import SESSION_ENDED, SentFrom
 from assistant.conf import assistant_settings
-from assistant.events import publish_to_user
+from assistant.live.events import publish_to_user
+from assistant.live.payloads import run_event, run_payload, step_payload
 from assistant.models import AgentChat, AgentRun, AgentStep, Channel, step_counts
-from assistant.payloads import run_event, run_payload, step_payload
 from assistant.plans.record import run_plan_close
-from assistant.replay import member_replay, replay_settings
-from assistant.run_profile import run_intent, run_profile_record
-from assistant.signals import request_cancel
+from assistant.runs.cancel_flags import request_cancel
+from assistant.runs.lease import LeaseLost, write_fenced
+from assistant.runs.profile import run_intent, run_profile_record
+from assistant.runs.replay import member_replay, replay_settings
+from assistant.society.budget import BudgetExhausted, reserve
 from assistant.society.members import member
-from assistant.turn.lease import LeaseLost, write_fenced
+from assistant.society.outcome import member_outcome, subtree_effects
 
 # What a run the person stopped says, wherever it stopped.
 STOPPED_BY_YOU = "Stopped by you."
@@ -142,8 +144,6 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
     from what its parent has left (assistant/society/budget.py), `sharing` delegations of one answer
     sharing it; `asked_in` is the parent's step that asks it. Raises DelegationRefused, creating nothing,
     when the member cannot be asked from here."""
-    from assistant.society.budget import BudgetExhausted, reserve
-
     depth = parent.depth + 1
     if depth > int(assistant_settings.MAX_DELEGATION_DEPTH):
         raise DelegationRefused(f"The request is already {parent.depth} members deep, the most it may go; "
@@ -248,8 +248,6 @@ def _member_evidence(asked: dict[str, Any], stop_reason: str) -> dict[str, Any]:
     """What the member a delegation step asked did, for the step of a run that ends before hearing back: its
     own outcome when it answered (it may have answered, and acted, just before its asker was stopped); else it
     was stopped with its asker, and the step says what it had done by then — what took effect did."""
-    from assistant.society.handoff import member_outcome, subtree_effects
-
     child = AgentRun.objects.filter(pk=asked["child_run_id"]).first()
     if child is not None and child.status == AgentRun.Status.SUCCEEDED:
         return member_outcome(child)
@@ -277,7 +275,7 @@ def run_finish(
     step and its reply go in with the end, or not at all (steps among them are announced with it).
 
     The profile entry is written in the same transaction as the end (the caller's, or one of its own):
-    a run counts exactly once however it ends, whatever dies when (see assistant/run_profile.py)."""
+    a run counts exactly once however it ends, whatever dies when (see assistant/runs/profile.py)."""
     with transaction.atomic(savepoint=False):
         run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
                          holder=holder, with_rows=with_rows)
