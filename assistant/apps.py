@@ -11,10 +11,13 @@ class AssistantConfig(AppConfig):
     def ready(self) -> None:
         from assistant import checks  # noqa: F401  (registers the system checks)
         from assistant.society import checks as society_checks  # noqa: F401  (registers the members' checks)
+        from assistant.tasks import worker_queue_connect_celery
         from assistant.tools import autodiscover
         from assistant.tools import checks as tool_checks  # noqa: F401  (registers the tool checks)
 
         autodiscover()
+        # The domain hands work to workers through a port (assistant/infra/worker_queue.py); here it is Celery's.
+        worker_queue_connect_celery()
 
         from django.contrib.auth.signals import user_logged_out
 

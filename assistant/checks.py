@@ -263,12 +263,32 @@ def check_celery_broker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     return []
 
 
+def celery_app_problem() -> tuple[str, str] | None:
+    """Why this process's Celery app sends the turns where the project's workers never look, and the fix; None
+    when it sends them to CELERY_BROKER_URL (or no broker is configured: assistant.E022 says so)."""
+    from celery import current_app as app
+
+    configured = getattr(settings, "CELERY_BROKER_URL", None)
+    if not configured or app.conf.broker_url == configured:
+        return None
+    where = app.connection_for_write().as_uri()  # with the transport's default filled in, the password masked
+    expected = f"not to CELERY_BROKER_URL ({without_password(str(configured))})"
+    if app.main == "default":  # the app Celery makes when none was ever made: nothing imported the project's
+        package = str(settings.SETTINGS_MODULE or "yourproject.settings").rpartition(".")[0] or "yourproject"
+        return (f"this process uses Celery's default app, which sends to {where}, {expected}: the project's "
+                "Celery app was never imported.",
+                f'Add to {package.replace(".", "/")}/__init__.py the lines `from .celery import app as celery_app` '
+                'and `__all__ = ("celery_app",)` (the README\'s Celery step), so that every process of the project '
+                "uses its Celery app.")
+    return (f"this process's Celery app ({app.main}) sends to {where}, {expected}.",
+            'Configure that app from the settings: `app.config_from_object("django.conf:settings", '
+            'namespace="CELERY")` in its celery.py.')
+
+
 @register()
 def check_celery_app(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """A project whose __init__.py does not import its Celery app sends every turn with Celery's default app
     (to amqp://localhost): each message is stored and never answered, and the broker's error names no cause."""
-    from assistant.tasks import celery_app_problem
-
     problem = celery_app_problem()
     if problem is None:
         return []

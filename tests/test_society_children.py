@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from assistant.access.authority import SentFrom
 from assistant.conversation.services import Refused, chat_send, run_cancel, session_runs_end
+from assistant.infra.worker_queue import run_enqueue
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.runs.lifecycle import DelegationRefused, run_child_start, run_config, run_path
 from assistant.society.budget import reserve, tree_usage
-from assistant.tasks import run_enqueue
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream

@@ -9,9 +9,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
+from assistant.infra.worker_queue import run_enqueue
 from assistant.models import AgentChat, AgentRun
 from assistant.runs.lifecycle import run_child_start, run_config
-from assistant.tasks import run_enqueue
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, wait_for
 from tests.fakes.openai_server import FakeOpenAIServer, openai_stream

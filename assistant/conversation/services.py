@@ -23,6 +23,7 @@ from assistant.access.session_keys import SessionKeyUnreadable, session_key_dige
 from assistant.conf import assistant_settings
 from assistant.conversation.agent_calls import agent_call_answer
 from assistant.infra.text import readable_text
+from assistant.infra.worker_queue import run_enqueue
 from assistant.live.events import publish_to_user, publisher
 from assistant.live.payloads import (
     chat_payload,
@@ -47,7 +48,6 @@ from assistant.runs.lifecycle import (
     run_new,
 )
 from assistant.runs.rows import write_together
-from assistant.tasks import run_enqueue
 from registry.services import profile_entry_score
 
 # A chat's title, as the person renames it (the model field's length).

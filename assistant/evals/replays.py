@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from assistant.evals.graders import Call, Replayed, grade_all
 from assistant.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from assistant.infra.worker_queue import run_enqueue
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.runs.lifecycle import run_config, run_ended
 from assistant.society.members import member
-from assistant.tasks import run_enqueue
 
 logger = logging.getLogger(__name__)
 

@@ -87,7 +87,7 @@ def run_new(*, owner: Any, chat: AgentChat, spec: str, config: dict[str, Any],
     """A new queued run of `owner` in `chat`, under `spec` with the settings it keeps for life (`run_config`),
     acting with the session it was sent from (stored as its digest and sealed key, never in clear); None
     for a run started by code that names its person. Not saved yet: the caller writes it (with the message it
-    answers, in one statement) and enqueues it (`assistant.tasks.run_enqueue`) in the same transaction."""
+    answers, in one statement) and enqueues it (`assistant.infra.worker_queue.run_enqueue`) in the same transaction."""
     return AgentRun(owner=owner, chat=chat, spec=spec, model=str(config["model"]), config=config,
                     **(sent_from.stored() if sent_from else {}))
 

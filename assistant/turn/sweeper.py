@@ -17,6 +17,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
+from assistant.infra.worker_queue import worker_queue
 from assistant.models import AgentRun, Channel
 from assistant.runs.lease import configured_lease_seconds
 from assistant.runs.lifecycle import CLIENT_APPROVAL_EXPIRED, run_finish, run_setting
@@ -77,8 +78,6 @@ def _expire_client_approvals(now: datetime) -> list[int]:
 
 
 def _requeue_lost_runs(now: datetime) -> list[int]:
-    from assistant.tasks import run_turn
-
     period = timedelta(seconds=configured_lease_seconds())
     # A queued run that no worker has claimed for this long was probably lost from the broker. It
     # counts from when it was queued: its creation, or the answer to a confirmation that queued it again.
@@ -98,7 +97,7 @@ def _requeue_lost_runs(now: datetime) -> list[int]:
     requeued: list[int] = []
     for run_id in due:
         try:
-            run_turn.delay(run_id)
+            worker_queue().run_turn_again(run_id)
         except Exception:
             # The broker is unreachable: give back the stamps of what was not enqueued, so the next sweep
             # tries again instead of waiting out a period, and stop asking a broker that is not there.
@@ -112,12 +111,10 @@ def _requeue_lost_runs(now: datetime) -> list[int]:
 def _wake_runs_whose_members_ended() -> list[int]:
     """Put back on the queue the runs that wait for members none of which is still at work: the worker of
     the last one died before it woke them, or this sweeper ended it (assistant/turn/handoff.py)."""
-    from assistant.tasks import run_turn
-
     woken = parents_due()
     for run_id in woken:
         try:
-            run_turn.delay(run_id)
+            worker_queue().run_turn_again(run_id)
         except Exception:  # queued, so the lost-run sweep takes it up once the broker is back
             logger.exception("Could not enqueue run %s, woken for its members' answers", run_id)
             break
