@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -15,18 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
 
-from assistant.conf import settings_problem
-
-
-def needs_assistant_settings(check: Callable[..., list[CheckMessage]]) -> Callable[..., list[CheckMessage]]:
-    """For a check that reads ASSISTANT: while that setting itself is wrong, `check_assistant_setting`
-    says so once, and this check says nothing (instead of failing `manage.py check` with a traceback)."""
-
-    @functools.wraps(check)
-    def guarded(*args: Any, **kwargs: Any) -> list[CheckMessage]:
-        return [] if settings_problem() is not None else check(*args, **kwargs)
-
-    return guarded
+from assistant.conf import needs_assistant_settings, settings_problem
 
 
 @register()

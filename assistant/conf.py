@@ -6,11 +6,16 @@ when tests use `override_settings(ASSISTANT=...)`.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+
+if TYPE_CHECKING:
+    from django.core.checks import CheckMessage
 
 DEFAULTS: dict[str, Any] = {
     # Redis for the assistant's own keys (the failover breaker, cancel flags, the sweeper's heartbeat).
@@ -213,3 +218,14 @@ def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reload_on_change)
+
+
+def needs_assistant_settings(check: Callable[..., list[CheckMessage]]) -> Callable[..., list[CheckMessage]]:
+    """For a check that reads ASSISTANT: while that setting itself is wrong, `check_assistant_setting`
+    says so once, and this check says nothing (instead of failing `manage.py check` with a traceback)."""
+
+    @functools.wraps(check)
+    def guarded(*args: Any, **kwargs: Any) -> list[CheckMessage]:
+        return [] if settings_problem() is not None else check(*args, **kwargs)
+
+    return guarded

@@ -72,14 +72,6 @@ def oauth_authenticate(request: HttpRequest) -> tuple[Any, AccessToken] | HttpRe
     return token_check(token)
 
 
-def oauth_grants_revoke(grant_ids: list[int]) -> None:
-    """Revoke every access and refresh token issued from these grants."""
-    from django_mcpz.oauth.models import AuthorizationCode
-
-    for grant in AuthorizationCode.objects.filter(pk__in=grant_ids):
-        grant.revoke_family()
-
-
 def _granted_code(response: HttpResponse) -> str | None:
     """The authorization code a consent's redirect hands the app, if it is one."""
     if response.status_code not in (301, 302, 303, 307, 308):

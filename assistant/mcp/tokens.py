@@ -245,9 +245,11 @@ def _grants_revoke(tokens: list[AccessToken]) -> None:
     issued from it): the app cannot refresh its way back in, and must ask the person again."""
     grants = [token.oauth_grant_id for token in tokens if token.oauth_grant_id is not None]
     if grants:
-        from assistant.mcp.oauth import oauth_grants_revoke
+        # Only django-mcpz's OAuth app makes a grant, so a token that has one finds that app installed.
+        from django_mcpz.oauth.models import AuthorizationCode
 
-        oauth_grants_revoke(grants)
+        for grant in AuthorizationCode.objects.filter(pk__in=grants):
+            grant.revoke_family()
 
 
 def token_still_acts(token_id: int) -> tuple[str, str] | None:
