@@ -393,7 +393,7 @@ def in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 
 
 def parse_json(body: bytes) -> Any:
-    """The body as JSON, refusing what cannot travel on (see assistant/consumers.py `_parse_frame`)."""
+    """The body as JSON, refusing what cannot travel on (see assistant/conversation/frames.py `frame_parse`)."""
 
     def no_constants(name: str) -> None:
         raise ValueError(f"{name} is not JSON")
