@@ -33,6 +33,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+	$(VENV)/bin/lint-imports
 	$(PY) -m devstack exec -- $(PY) -m mypy .
 
 bench: $(STAMP)

@@ -10,15 +10,11 @@ default would answer a yes-or-no question about any column, a run's stored sessi
 from __future__ import annotations
 
 import contextlib
-import csv
-from collections.abc import Iterator
-from datetime import date, datetime, time
-from typing import Any, cast
+from typing import Any
 
 from django.apps import apps
 from django.contrib import admin
-from django.contrib.admin.options import IncorrectLookupParameters
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
@@ -26,7 +22,23 @@ from django.utils.html import format_html, format_html_join
 
 from assistant.conf import assistant_settings
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
-from assistant.review import run_timeline, runs_csv_rows
+from assistant.review import run_timeline
+from assistant.review.export import runs_csv_lines
+from assistant.review.filters import (
+    CHANNEL_WORDS,
+    ChannelFilter,
+    CreatedFilter,
+    ErrorFilter,
+    FeedbackFilter,
+    OthersTextFilter,
+    PlanFilter,
+    PlanRevisionFilter,
+    PlanStepStatusFilter,
+    SpecFilter,
+    StatusFilter,
+    StopReasonFilter,
+    TreeFilter,
+)
 from assistant.review.plans import plan_anchor, plan_status
 from registry.admin_queries import StrictAdminQueryMixin
 
@@ -58,11 +70,6 @@ class AgentMessageInline(EvidenceAdminMixin, admin.TabularInline):
     show_change_link = True
 
 
-#: The channels in the words staff read them in (the chat and run lists' filter and column).
-CHANNEL_WORDS: dict[str, str] = {Channel.PANEL.value: "Panel", Channel.MCP.value: "MCP (the person's own agent)",
-                                  Channel.EVAL.value: "Eval replay"}
-
-
 def replay_banner(run: AgentRun) -> dict[str, Any] | None:
     """What a replay's page says it is: the eval run, case and set it replays, with links to the eval run and
     the recorded run. From the run's own `config["replay"]` ids: the evals app is optional, so the core imports
@@ -90,25 +97,6 @@ def replay_banner(run: AgentRun) -> dict[str, Any] | None:
     return banner
 
 
-class ChannelFilter(admin.SimpleListFilter):
-    """Where a chat or run was asked from (`?channel=`, as the dashboard links it): the person's panel, or
-    their own agent over MCP with one of their access tokens."""
-
-    title = "channel"
-    parameter_name = "channel"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(value, CHANNEL_WORDS.get(value, label)) for value, label in Channel.choices]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        if self.value() is None:
-            return queryset
-        if self.value() not in Channel.values:
-            # Not "every row": a link that asks for a channel there is not is told so (StrictAdminQueryMixin).
-            raise IncorrectLookupParameters(f"“{self.value()}” is not a channel ({', '.join(Channel.values)})")
-        return queryset.filter(channel=self.value())
-
-
 @admin.register(AgentChat)
 class AgentChatAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     # A chat its person deleted is still here, with its messages, runs and steps: deleted_at says when.
@@ -125,221 +113,6 @@ class AgentChatAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin
     @admin.display(description="channel", ordering="channel")
     def channel_shown(self, chat: AgentChat) -> str:
         return CHANNEL_WORDS.get(chat.channel, chat.channel)
-
-
-# --- the run list's filters ----------------------------------------------------------------------
-# Their parameter names are the plain field names (`?status=failed`, `?stop_reason=max_tool_calls`), so a
-# link from elsewhere (the dashboard) shows as the chosen filter in the sidebar.
-
-
-class _ExactValueFilter(admin.SimpleListFilter):
-    """Runs whose field `parameter_name` is exactly the chosen value; the choices are the values present."""
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        field = str(self.parameter_name)
-        values = (model_admin.get_queryset(request).exclude(**{field: ""})
-                  .order_by(field).values_list(field, flat=True).distinct())
-        return [(value, value) for value in values]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-        if self.value() is None:
-            return queryset
-        return queryset.filter(**{str(self.parameter_name): self.value()})
-
-
-class StatusFilter(_ExactValueFilter):
-    title = "status"
-    parameter_name = "status"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return list(AgentRun.Status.choices)
-
-
-class StopReasonFilter(_ExactValueFilter):
-    title = "stop reason"
-    parameter_name = "stop_reason"
-
-
-class SpecFilter(_ExactValueFilter):
-    title = "spec"
-    parameter_name = "spec"
-
-
-class ErrorFilter(admin.SimpleListFilter):
-    """Whether the run ended with an error. The column is blank, never null, for none: `error__isnull` (the
-    name a link would use) means "no error" here, not "a NULL nobody ever writes"."""
-
-    title = "error"
-    parameter_name = "error__isnull"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("False", "Has an error"), ("True", "None")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-        if self.value() in ("True", "true", "1"):
-            return queryset.filter(error="")
-        if self.value() in ("False", "false", "0"):
-            return queryset.exclude(error="")
-        return queryset
-
-
-class OthersTextFilter(admin.SimpleListFilter):
-    """Runs that read text someone other than their person wrote (containment, docs/security.md), those of them
-    that asked the person because of it, and runs that read only their person's own text and the site's."""
-
-    title = "someone else's text"
-    parameter_name = "others_text"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("read", "Read someone else's text"), ("asked", "Asked the person because of it"),
-                ("none", "Only the person's own")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-        value = self.value()
-        if value is None:
-            return queryset
-        if value == "read":
-            return queryset.exclude(others_text=[])
-        if value == "asked":
-            return queryset.filter(Exists(AgentStep.objects.filter(run=OuterRef("pk"), containment__isnull=False)))
-        if value == "none":
-            return queryset.filter(others_text=[])
-        raise IncorrectLookupParameters(f"“{value}” is not a choice of someone else's text (read, asked, none)")
-
-
-class TreeFilter(admin.SimpleListFilter):
-    """Top runs (what a person's message started) or members' runs (work a run handed to a member)."""
-
-    title = "place in its tree"
-    parameter_name = "tree"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("top", "Top runs"), ("member", "Members' runs")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-        if self.value() is None:
-            return queryset
-        if self.value() not in ("top", "member"):
-            # Not "every run": a link that asks for something else is told so (StrictAdminQueryMixin).
-            raise IncorrectLookupParameters(f"“{self.value()}” is neither top nor member")
-        return queryset.filter(parent__isnull=self.value() == "top")
-
-
-def newest_plans() -> QuerySet[AgentPlan]:
-    """The plan each run follows (its newest revision), for an `Exists` under a run (`OuterRef("pk")`): the
-    revision whose statuses are final once the run has ended, as the dashboard counts its steps."""
-    later = AgentPlan.objects.filter(run=OuterRef("run"), revision__gt=OuterRef("revision"))
-    return AgentPlan.objects.filter(run=OuterRef("pk")).exclude(Exists(later))
-
-
-class PlanFilter(admin.SimpleListFilter):
-    """Runs that planned (assistant/plans/), did not, revised their plan, or whose plan has a step that failed;
-    with `plan_member` (the dashboard's links), runs whose plan has a step for that member (that failed, with
-    `plan=step_failed`: one and the same step). A step's status is read from the newest revision, where it is
-    final once the run has ended."""
-
-    title = "plan"
-    parameter_name = "plan"
-    member_parameter = "plan_member"
-
-    def __init__(self, request: HttpRequest, params: dict[str, Any], model: Any, model_admin: Any) -> None:
-        members = params.pop(self.member_parameter, None)
-        # An empty name is no member (a plan step for none says so with "").
-        self.member: str | None = (str(members[-1]) or None) if members else None
-        super().__init__(request, params, model, model_admin)
-        if self.member is not None:
-            self.used_parameters[self.member_parameter] = self.member
-
-    def expected_parameters(self) -> list[str | None]:
-        return [self.parameter_name, self.member_parameter]
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        if self.member:
-            return [("yes", f"Planned, a step for {self.member}"),
-                    ("revised", f"Revised, a step for {self.member}"),
-                    ("step_failed", f"A step for {self.member} failed")]
-        return [("yes", "Planned"), ("no", "Did not plan"), ("revised", "Revised its plan"),
-                ("step_failed", "A step of its plan failed")]
-
-    def choices(self, changelist: Any) -> Iterator[Any]:
-        yield {"selected": self.value() is None and self.member is None,
-               "query_string": changelist.get_query_string(remove=self.expected_parameters()), "display": "All"}
-        if self.member:
-            yield {"selected": self.value() is None,
-                   "query_string": changelist.get_query_string(remove=[self.parameter_name]),
-                   "display": f"A step for {self.member}"}
-        for lookup, title in self.lookup_choices:
-            yield {"selected": self.value() == lookup,
-                   "query_string": changelist.get_query_string({self.parameter_name: lookup}), "display": title}
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-        value = self.value()
-        if value is None and self.member is None:
-            return queryset
-        if value not in (None, "yes", "no", "revised", "step_failed"):
-            raise IncorrectLookupParameters(f"“{value}” is not a choice of plan (yes, no, revised, step_failed)")
-        planned = AgentPlan.objects.filter(run=OuterRef("pk"))
-        if value == "no":
-            if self.member is not None:
-                raise IncorrectLookupParameters("a run that did not plan has no step for a member")
-            return queryset.exclude(Exists(planned))
-        step: dict[str, str] = {}
-        if self.member is not None:
-            step["member"] = self.member
-        if value == "step_failed":
-            step["status"] = AgentPlan.Status.FAILED
-        if value == "revised":
-            queryset = queryset.filter(Exists(planned.filter(revision__gte=2)))
-        if step:
-            return queryset.filter(Exists(newest_plans().filter(steps__contains=[step])))
-        return queryset if value == "revised" else queryset.filter(Exists(planned))
-
-
-class FeedbackFilter(admin.SimpleListFilter):
-    """The person's thumbs on the answer (`quality_score` 1.0 up, 0.0 down, null none)."""
-
-    title = "feedback"
-    parameter_name = "feedback"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("up", "Thumbs up"), ("down", "Thumbs down"), ("none", "None")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-        if self.value() == "up":
-            return queryset.filter(quality_score__gte=0.5)
-        if self.value() == "down":
-            return queryset.filter(quality_score__lt=0.5)
-        if self.value() == "none":
-            return queryset.filter(quality_score__isnull=True)
-        return queryset
-
-
-class CreatedFilter(admin.DateFieldListFilter):
-    """Django's date filter (`created_at__gte` / `created_at__lt`), also taking plain ISO dates
-    (`?created_at__gte=2026-11-01`) as midnight in the site's time zone."""
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
-        for name, values in self.used_parameters.items():
-            if name.endswith("__isnull"):
-                continue
-            try:
-                self.used_parameters[name] = [_as_moment(value) for value in cast(list[Any], values)]
-            except ValueError as error:
-                raise IncorrectLookupParameters(error) from error
-        return super().queryset(request, queryset)
-
-
-def _as_moment(value: Any) -> Any:
-    if isinstance(value, str) and len(value) == 10:
-        return timezone.make_aware(datetime.combine(date.fromisoformat(value), time.min))
-    return value
-
-
-class _Echo:
-    """A file-like object whose write returns what it was given: csv.writer then yields lines to stream."""
-
-    def write(self, value: str) -> str:
-        return value
 
 
 #: Everything the run list may be filtered by (and the date drill-down, `created_at__year` and so on): its
@@ -476,9 +249,7 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
     def export_csv(self, request: HttpRequest, queryset: QuerySet[AgentRun]) -> StreamingHttpResponse:
         """The runs as CSV, a header row first, streamed in the list's order. "Export these N runs" above the
         list posts this action for the whole filtered list (Django's "select all" across pages)."""
-        writer = csv.writer(_Echo())
-        lines: Iterator[str] = (writer.writerow(row) for row in runs_csv_rows(queryset))
-        response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
+        response = StreamingHttpResponse(runs_csv_lines(queryset), content_type="text/csv; charset=utf-8")
         stamp = timezone.localtime().strftime("%Y%m%d-%H%M")
         response["Content-Disposition"] = f'attachment; filename="agent-runs-{stamp}.csv"'
         return response
@@ -531,38 +302,6 @@ class AgentMemoryAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdm
 
 
 # --- plans: evidence of what a run meant to do, read-only whatever the setting --------------------------
-
-
-class PlanRevisionFilter(admin.SimpleListFilter):
-    title = "revision"
-    parameter_name = "revision"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("first", "First plans"), ("later", "Revisions")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentPlan]) -> QuerySet[AgentPlan]:
-        if self.value() is None:
-            return queryset
-        if self.value() not in ("first", "later"):
-            raise IncorrectLookupParameters(f"“{self.value()}” is neither first nor later")
-        return queryset.filter(revision=1) if self.value() == "first" else queryset.filter(revision__gte=2)
-
-
-class PlanStepStatusFilter(admin.SimpleListFilter):
-    """Revisions with a step of this status (as it is in that revision)."""
-
-    title = "a step that is"
-    parameter_name = "step_status"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(status, plan_status(status).words) for status in AgentPlan.Status.values]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AgentPlan]) -> QuerySet[AgentPlan]:
-        if self.value() is None:
-            return queryset
-        if self.value() not in AgentPlan.Status.values:
-            raise IncorrectLookupParameters(f"“{self.value()}” is not a plan step's status")
-        return queryset.filter(steps__contains=[{"status": self.value()}])
 
 
 @admin.register(AgentPlan)

@@ -34,7 +34,7 @@ def with_assistant(application: ASGIApp, *, websocket_routes: Sequence[Any] = ()
     from channels.routing import ProtocolTypeRouter, URLRouter
     from channels.security.websocket import AllowedHostsOriginValidator
 
-    from assistant.health import record_web_tools
+    from assistant.operations.health import record_web_tools
     from assistant.routing import websocket_urlpatterns
 
     # The web process starts here: the workers compare the tools its code declares with theirs, so a worker

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -15,18 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
 
-from assistant.conf import settings_problem
-
-
-def needs_assistant_settings(check: Callable[..., list[CheckMessage]]) -> Callable[..., list[CheckMessage]]:
-    """For a check that reads ASSISTANT: while that setting itself is wrong, `check_assistant_setting`
-    says so once, and this check says nothing (instead of failing `manage.py check` with a traceback)."""
-
-    @functools.wraps(check)
-    def guarded(*args: Any, **kwargs: Any) -> list[CheckMessage]:
-        return [] if settings_problem() is not None else check(*args, **kwargs)
-
-    return guarded
+from assistant.conf import needs_assistant_settings, settings_problem
 
 
 @register()
@@ -251,24 +238,44 @@ def check_celery_broker(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
             )
         ]
     is_redis = str(broker).startswith(("redis://", "rediss://"))
-    if is_redis and getattr(settings, "CELERY_BROKER_TRANSPORT", None) != "assistant.broker.Transport":
+    if is_redis and getattr(settings, "CELERY_BROKER_TRANSPORT", None) != "assistant.infra.broker.Transport":
         return [
             Warning(
                 "The Celery broker is Redis with kombu's own transport: with Celery 5.7, a broker restart while a turn "
                 "runs makes the worker exit.",
-                hint='Add to settings: CELERY_BROKER_TRANSPORT = "assistant.broker.Transport"',
+                hint='Add to settings: CELERY_BROKER_TRANSPORT = "assistant.infra.broker.Transport"',
                 id="assistant.W023",
             )
         ]
     return []
 
 
+def celery_app_problem() -> tuple[str, str] | None:
+    """Why this process's Celery app sends the turns where the project's workers never look, and the fix; None
+    when it sends them to CELERY_BROKER_URL (or no broker is configured: assistant.E022 says so)."""
+    from celery import current_app as app
+
+    configured = getattr(settings, "CELERY_BROKER_URL", None)
+    if not configured or app.conf.broker_url == configured:
+        return None
+    where = app.connection_for_write().as_uri()  # with the transport's default filled in, the password masked
+    expected = f"not to CELERY_BROKER_URL ({without_password(str(configured))})"
+    if app.main == "default":  # the app Celery makes when none was ever made: nothing imported the project's
+        package = str(settings.SETTINGS_MODULE or "yourproject.settings").rpartition(".")[0] or "yourproject"
+        return (f"this process uses Celery's default app, which sends to {where}, {expected}: the project's "
+                "Celery app was never imported.",
+                f'Add to {package.replace(".", "/")}/__init__.py the lines `from .celery import app as celery_app` '
+                'and `__all__ = ("celery_app",)` (the README\'s Celery step), so that every process of the project '
+                "uses its Celery app.")
+    return (f"this process's Celery app ({app.main}) sends to {where}, {expected}.",
+            'Configure that app from the settings: `app.config_from_object("django.conf:settings", '
+            'namespace="CELERY")` in its celery.py.')
+
+
 @register()
 def check_celery_app(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """A project whose __init__.py does not import its Celery app sends every turn with Celery's default app
     (to amqp://localhost): each message is stored and never answered, and the broker's error names no cause."""
-    from assistant.tasks import celery_app_problem
-
     problem = celery_app_problem()
     if problem is None:
         return []
@@ -282,7 +289,7 @@ def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """The assistant's own keys (breaker, cancel flags, the sweeper's heartbeat) live in Redis; which one is
     found from the project's settings (`assistant.conf.assistant_redis_url`)."""
     from assistant.conf import assistant_redis_url
-    from assistant.health import (
+    from assistant.operations.health import (
         DeclaredTools,
         redis_status,
         stale_workers,

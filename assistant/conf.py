@@ -6,11 +6,16 @@ when tests use `override_settings(ASSISTANT=...)`.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+
+if TYPE_CHECKING:
+    from django.core.checks import CheckMessage
 
 DEFAULTS: dict[str, Any] = {
     # Redis for the assistant's own keys (the failover breaker, cancel flags, the sweeper's heartbeat).
@@ -93,13 +98,13 @@ DEFAULTS: dict[str, Any] = {
     # A provider that failed permanently (auth, payment, unknown model) is skipped this long,
     # or until its configuration (key, URL, model) changes.
     "PERMANENT_FAILURE_SECONDS": 3600,
-    # Workers (assistant/turn/lease.py, assistant/turn/sweeper.py): a worker holds a run under a lease
+    # Workers (assistant/runs/lease.py, assistant/turn/sweeper.py): a worker holds a run under a lease
     # this long, renewed while it lives; every worker sweeps this often for runs whose lease ran out
     # (re-enqueued at most once per lease period) and for queued runs no worker took up within the grace.
     "LEASE_SECONDS": 10.0,
     "SWEEP_INTERVAL_SECONDS": 5.0,
     "QUEUED_GRACE_SECONDS": 30.0,
-    # /healthz (assistant/health.py): anonymous callers get the status only; staff, or a caller sending
+    # /healthz (assistant/operations/health.py): anonymous callers get the status only; staff, or a caller sending
     # `Authorization: Bearer <HEALTH_TOKEN>` (when set), also get each part's details. The worker check
     # is shared for HEALTH_WORKER_CHECK_SECONDS, however often the page is asked.
     "HEALTH_TOKEN": "",
@@ -213,3 +218,14 @@ def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
 
 
 setting_changed.connect(_reload_on_change)
+
+
+def needs_assistant_settings(check: Callable[..., list[CheckMessage]]) -> Callable[..., list[CheckMessage]]:
+    """For a check that reads ASSISTANT: while that setting itself is wrong, `check_assistant_setting`
+    says so once, and this check says nothing (instead of failing `manage.py check` with a traceback)."""
+
+    @functools.wraps(check)
+    def guarded(*args: Any, **kwargs: Any) -> list[CheckMessage]:
+        return [] if settings_problem() is not None else check(*args, **kwargs)
+
+    return guarded

@@ -7,10 +7,7 @@ is looked up among the person's own rows, so another person's id answers exactly
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
-import re
 import weakref
 from typing import Any
 
@@ -21,29 +18,25 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django import db
 from django.db import transaction
 
-from assistant import event_names, selectors, services
-from assistant.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
+from assistant.access.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
 from assistant.conf import assistant_settings
-from assistant.events import bounded, current_event_seq, user_group
+from assistant.conversation import services
+from assistant.conversation.frames import BadRequest, frame_flag, frame_id, frame_limit, frame_parse
+from assistant.infra import event_names
+from assistant.live import selectors
+from assistant.live.events import bounded, current_event_seq, user_group
+from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.page_context import BadPage, page_context, suggestions
-from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.plans.record import plan_payload
-from assistant.text import parsed_json_problem
 
 logger = logging.getLogger(__name__)
 
 # 4401 mirrors HTTP 401 in the private close-code range so clients can tell "log in" from a crash: no
 # signed-in session at connect, or the session ended (logged out, expired, deactivated) while open.
 CLOSE_UNAUTHENTICATED = 4401
-# Ids are the database's bigint keys.
-MAX_ID = 2**63 - 1
-# ASCII digits only: "²" passes str.isdigit() but int() refuses it, and "٣" would name row 3.
-_ID_TEXT = re.compile(r"[0-9]{1,19}")
 # Pages of `assistant.load` (messages) and `assistant.chats` (chats): default and largest sizes.
 LOAD_LIMIT_DEFAULT, LOAD_LIMIT_MAX = 50, 200
 CHATS_LIMIT_DEFAULT, CHATS_LIMIT_MAX = 30, 100
-# Nothing a client sends needs more; deeper frames are refused before anything walks them recursively.
-MAX_FRAME_DEPTH = 32
 # What it takes to reach Redis (the broker and the channel layer) or PostgreSQL, failing.
 UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
     kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
@@ -55,85 +48,12 @@ UNAVAILABLE_SAVED = (
 )
 
 
-class BadRequest(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
 class Unavailable(Exception):
     """Redis or the database could not be reached; `message` says what became of the request."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-def _id(content: dict[str, Any], key: str, *, required: bool) -> int | None:
-    value = content.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, str) and _ID_TEXT.fullmatch(value):
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ID:
-        raise BadRequest("bad_request", f'"{key}" must be a positive integer id.')
-    return value
-
-
-def _limit(content: dict[str, Any], *, default: int, maximum: int) -> int:
-    value = content.get("limit")
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise BadRequest("bad_request", f'"limit" must be an integer from 1 to {maximum}.')
-    return value
-
-
-def _flag(content: dict[str, Any], key: str) -> bool:
-    value = content.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise BadRequest("bad_request", f'"{key}" must be true or false.')
-    return value
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{text[:20]} is not a finite number")
-    return value
-
-
-def _no_constants(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse_frame(text: str) -> dict[str, Any]:
-    """The frame as a JSON object with a string `type`, or BadRequest with the reason it is not.
-
-    Refuses what cannot travel on: numbers JSON cannot hold (NaN, Infinity, 1e400, integers past
-    Python's 4,300-digit limit), lone surrogates (not Unicode text: neither PostgreSQL nor the channel
-    layer can carry them) and nesting deeper than MAX_FRAME_DEPTH.
-    """
-    # Counted as the wire would: surrogatepass so that a lone surrogate is counted, not a crash.
-    limit = assistant_settings.MAX_FRAME_BYTES
-    if len(text) > limit or len(text.encode("utf-8", "surrogatepass")) > limit:
-        raise BadRequest("frame_too_large", f"Frames are limited to {limit} bytes.")
-    try:
-        content = json.loads(text, parse_float=_finite, parse_constant=_no_constants)
-    except RecursionError:
-        raise BadRequest("bad_frame", f"Frames may nest at most {MAX_FRAME_DEPTH} levels deep.") from None
-    except json.JSONDecodeError:
-        raise BadRequest("bad_frame", "Frames must be JSON objects.") from None
-    except ValueError:
-        raise BadRequest("bad_frame", "Numbers in frames must be finite and at most 4,300 digits long.") from None
-    problem = parsed_json_problem(content, max_depth=MAX_FRAME_DEPTH, what="Frames")
-    if problem is not None:
-        raise BadRequest("bad_frame", problem)
-    if not isinstance(content, dict) or not isinstance(content.get("type"), str):
-        raise BadRequest("bad_frame", 'Frames must be JSON objects with a string "type".')
-    return content
 
 
 def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,
@@ -356,7 +276,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("bad_frame", "Frames must be JSON text.")
             return
         try:
-            content = _parse_frame(text_data)
+            content = frame_parse(text_data)
         except BadRequest as exc:
             await self.send_error(exc.code, exc.message)
             return
@@ -410,7 +330,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"content" must be a string.')
         if "\x00" in text:  # PostgreSQL text cannot hold it
             raise BadRequest("bad_request", '"content" must not contain NUL characters.')
-        chat_id = _id(content, "chat_id", required=False)
+        chat_id = frame_id(content, "chat_id", required=False)
         new_chat = content.get("new_chat") is True
         # The event_names.SENT event reaches every socket of this person through the group; when Redis
         # is out of reach, this socket gets it directly, then the reason nothing follows yet.
@@ -427,17 +347,17 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise Unavailable(UNAVAILABLE_SAVED)
 
     async def on_page(self, content: dict[str, Any]) -> None:
-        chat_id = _id(content, "chat_id", required=False)
+        chat_id = frame_id(content, "chat_id", required=False)
         answer = await database_sync_to_async(_page_answer)(self.user, content.get("page"), chat_id, self.sent_from)
         await self.send_json({**answer, "request_id": content.get("request_id")})
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
-        run_id = _id(content, "run_id", required=True)
+        run_id = frame_id(content, "run_id", required=True)
         await database_sync_to_async(services.run_cancel)(user=self.user, run_id=run_id)
 
     async def on_confirm(self, content: dict[str, Any]) -> None:
-        run_id = _id(content, "run_id", required=True)
-        step_id = _id(content, "step_id", required=True)  # the question the person answers, never "the run's"
+        run_id = frame_id(content, "run_id", required=True)
+        step_id = frame_id(content, "step_id", required=True)  # the question the person answers, never "the run's"
         approve = content.get("approve")
         if not isinstance(approve, bool):
             raise BadRequest("bad_request", '"approve" must be true or false.')
@@ -448,7 +368,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
                                                            approve=approve, comment=comment)
 
     async def on_feedback(self, content: dict[str, Any]) -> None:
-        run_id = _id(content, "run_id", required=True)
+        run_id = frame_id(content, "run_id", required=True)
         score = content.get("score")
         if isinstance(score, bool) or not isinstance(score, int):
             raise BadRequest("bad_request", '"score" must be 1 (thumbs up), -1 (thumbs down) or 0 (take it back).')
@@ -461,27 +381,27 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
                                                             comment=comment)
 
     async def on_load(self, content: dict[str, Any]) -> None:
-        chat_id = _id(content, "chat_id", required=False)
-        before = _id(content, "before", required=False)
+        chat_id = frame_id(content, "chat_id", required=False)
+        before = frame_id(content, "before", required=False)
         if before is not None and chat_id is None:
             # A page of history belongs to one chat; "the current chat" may have changed since the last page.
             raise BadRequest("bad_request", '"before" needs the "chat_id" of the chat being paged.')
-        limit = _limit(content, default=LOAD_LIMIT_DEFAULT, maximum=LOAD_LIMIT_MAX)
-        with_steps = _flag(content, "steps")
+        limit = frame_limit(content, default=LOAD_LIMIT_DEFAULT, maximum=LOAD_LIMIT_MAX)
+        with_steps = frame_flag(content, "steps")
         state = await database_sync_to_async(_chat_state)(self.user, chat_id, before=before, limit=limit,
                                                           with_steps=with_steps)
         state["request_id"] = content.get("request_id")
         await self.send_json(state)
 
     async def on_chats(self, content: dict[str, Any]) -> None:
-        before = _id(content, "before", required=False)
-        limit = _limit(content, default=CHATS_LIMIT_DEFAULT, maximum=CHATS_LIMIT_MAX)
+        before = frame_id(content, "before", required=False)
+        limit = frame_limit(content, default=CHATS_LIMIT_DEFAULT, maximum=CHATS_LIMIT_MAX)
         listed = await database_sync_to_async(_chats_listed)(self.user, before=before, limit=limit)
         listed["request_id"] = content.get("request_id")
         await self.send_json(listed)
 
     async def on_chat_rename(self, content: dict[str, Any]) -> None:
-        chat_id = _id(content, "chat_id", required=True)
+        chat_id = frame_id(content, "chat_id", required=True)
         title = content.get("title")
         if not isinstance(title, str):
             raise BadRequest("bad_request", '"title" must be a string.')
@@ -490,7 +410,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         await database_sync_to_async(services.chat_rename)(user=self.user, chat_id=chat_id, title=title)
 
     async def on_chat_delete(self, content: dict[str, Any]) -> None:
-        chat_id = _id(content, "chat_id", required=True)
+        chat_id = frame_id(content, "chat_id", required=True)
         await database_sync_to_async(services.chat_delete)(user=self.user, chat_id=chat_id)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -518,6 +438,6 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": event_names.ERROR, "code": code, "message": message, "request_id": request_id})
 
     async def send_json(self, content: Any, close: bool = False) -> None:
-        # Within the bounds every event keeps (see assistant.events.bounded): valid JSON a browser reads
+        # Within the bounds every event keeps (see assistant.live.events.bounded): valid JSON a browser reads
         # exactly, whatever a client or a model put in a row or an echoed value.
         await super().send_json(bounded(content), close=close)

@@ -59,7 +59,7 @@ class Channel(models.TextChoices):
     PANEL = "panel"
     MCP = "mcp"
     # A replay of a recorded run by an eval (assistant/evals/): its tool calls are answered from the
-    # recording (assistant/replay.py); staff see it, its person never does.
+    # recording (assistant/runs/replay.py); staff see it, its person never does.
     EVAL = "eval"
 
 
@@ -135,7 +135,7 @@ class AgentRun(models.Model):
         RUNNING = "running"
         AWAITING_CONFIRMATION = "awaiting_confirmation"
         # Waiting for the members it asked (its children) to answer: it holds no worker meanwhile, and the
-        # end of its last working child puts it back on the queue (assistant/society/handoff.py).
+        # end of its last working child puts it back on the queue (assistant/turn/handoff.py).
         AWAITING_MEMBERS = "awaiting_members"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
@@ -216,9 +216,9 @@ class AgentRun(models.Model):
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0, help_text="How many times a worker took the run up.")
-    # Where the message was sent from (assistant/authority.py): the run's tool calls are requests made with
+    # Where the message was sent from (assistant/access/authority.py): the run's tool calls are requests made with
     # this browser session, from this address and page origin, and the run stops when the session ends.
-    # The session key signs its person in, so it is never stored in clear (assistant/session_keys.py): a
+    # The session key signs its person in, so it is never stored in clear (assistant/access/session_keys.py): a
     # keyed digest to look the session's runs up by, and the key sealed for the worker, which only the
     # server opens and which is dropped when the run ends. Both empty for a run started by code that names
     # its user explicitly. Not editable: no admin form ever shows them.
@@ -455,7 +455,7 @@ class AgentMemory(models.Model):
         ordering = ["-created_at"]
         verbose_name_plural = "agent memories"
         # Recall's exact scan reads exactly one group's rows through this index; an owner with many rows
-        # gets an HNSW index of their own as well (assistant.memory).
+        # gets an HNSW index of their own as well (assistant.memory.store).
         indexes = [models.Index(fields=["owner", "spec", "embedder", "dims"], name="memory_recall_group")]
         constraints = [
             # Recall casts `embedding` to vector(dims), and an owner's index does on insert: a row whose

@@ -1,3 +1,7 @@
+"""Celery at the edge: the assistant's tasks, the run sweeper a worker runs, and the worker's set-up, each adapting
+Celery to the domain. Nothing of the domain imports this module: it sends work through the worker queue
+(assistant/infra/worker_queue.py), which `worker_queue_connect_celery()` connects to these tasks."""
+
 from __future__ import annotations
 
 import contextlib
@@ -8,6 +12,17 @@ from typing import Any
 
 from celery import bootsteps, shared_task
 from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_ready
+from django.db import close_old_connections
+
+from assistant.checks import celery_app_problem
+from assistant.conf import assistant_settings
+from assistant.infra.worker_queue import WorkerQueue, worker_queue_connect
+from assistant.memory import store as memory
+from assistant.operations.health import WorkerTools, record_sweeper_heartbeat
+from assistant.operations.warmup import warm_up
+from assistant.runs.lease import lease_claim, new_holder
+from assistant.turn import loop
+from assistant.turn.sweeper import sweep_runs
 
 logger = logging.getLogger(__name__)
 
@@ -27,24 +42,12 @@ def health_check(nonce: str) -> dict[str, Any]:
 def run_turn(run_id: int, asked: dict[str, Any] | None = None) -> str:
     """One turn of the assistant. Delivered at least once: the run's lease makes extra deliveries no-ops.
     `asked` (the question and the embedder to embed it with) lets the worker start on recall at once."""
-    from assistant.turn.lease import lease_claim, new_holder
-    from assistant.turn.loop import run_turn as work
-
-    return work(run_id, holder=new_holder(), claim=lease_claim, asked=asked, enqueue=_enqueue_now)
+    return loop.run_turn(run_id, holder=new_holder(), claim=lease_claim, asked=asked, enqueue=_enqueue_now)
 
 
 def _enqueue_now(run_id: int) -> None:
     # Outside any transaction (the turn committed what it started): a worker may take it at once.
     run_turn.delay(run_id)
-
-
-
-def run_enqueue(run_id: int, asked: dict[str, Any] | None = None) -> None:
-    """Hand the run to a worker once the caller's transaction commits (never before: a worker must find
-    the row). `asked` ({"question", "embedder"}) lets the worker start embedding the question at once."""
-    from django.db import transaction
-
-    transaction.on_commit(lambda: _send_turn(run_id, asked))
 
 
 def _send_turn(run_id: int, asked: dict[str, Any] | None) -> None:
@@ -58,46 +61,25 @@ def _send_turn(run_id: int, asked: dict[str, Any] | None) -> None:
         raise
 
 
-def celery_app_problem() -> tuple[str, str] | None:
-    """Why this process's Celery app sends the turns where the project's workers never look, and the fix; None
-    when it sends them to CELERY_BROKER_URL (or no broker is configured: assistant.E022 says so)."""
-    from celery import current_app as app
-    from django.conf import settings
-
-    from assistant.checks import without_password
-
-    configured = getattr(settings, "CELERY_BROKER_URL", None)
-    if not configured or app.conf.broker_url == configured:
-        return None
-    where = app.connection_for_write().as_uri()  # with the transport's default filled in, the password masked
-    expected = f"not to CELERY_BROKER_URL ({without_password(str(configured))})"
-    if app.main == "default":  # the app Celery makes when none was ever made: nothing imported the project's
-        package = str(settings.SETTINGS_MODULE or "yourproject.settings").rpartition(".")[0] or "yourproject"
-        return (f"this process uses Celery's default app, which sends to {where}, {expected}: the project's "
-                "Celery app was never imported.",
-                f'Add to {package.replace(".", "/")}/__init__.py the lines `from .celery import app as celery_app` '
-                'and `__all__ = ("celery_app",)` (the README\'s Celery step), so that every process of the project '
-                "uses its Celery app.")
-    return (f"this process's Celery app ({app.main}) sends to {where}, {expected}.",
-            'Configure that app from the settings: `app.config_from_object("django.conf:settings", '
-            'namespace="CELERY")` in its celery.py.')
+def worker_queue_connect_celery() -> None:
+    """Send the assistant's work to Celery's workers through these tasks (the app's ready() calls this)."""
+    worker_queue_connect(WorkerQueue(
+        run_turn=_send_turn, run_turn_again=run_turn.delay,
+        memory_index_build=memory_index_build.delay, memory_index_drop_empty=memory_index_drop_empty.delay,
+    ))
 
 
 # Delivered at least once like a turn: a second delivery finds the index built and does nothing.
 @shared_task(name="assistant.memory_index_build", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
 def memory_index_build(owner_id: int, spec: str, embedder: str, dims: int) -> str:
-    """Build one owner's memory index (see assistant.memory), once their memories are too many to scan."""
-    from assistant.memory import memory_index_build as build
-
-    return build(owner_id=owner_id, spec=spec, embedder=embedder, dims=dims)
+    """Build one owner's memory index (see assistant.memory.store), once their memories are too many to scan."""
+    return memory.memory_index_build(owner_id=owner_id, spec=spec, embedder=embedder, dims=dims)
 
 
 @shared_task(name="assistant.memory_index_drop_empty", ignore_result=True, acks_late=True, reject_on_worker_lost=True)
 def memory_index_drop_empty(owner_id: int) -> list[str]:
     """Drop an owner's memory indexes that nothing is in any more (they cleared their memories)."""
-    from assistant.memory import memory_index_drop_empty as drop
-
-    return drop(owner_id=owner_id)
+    return memory.memory_index_drop_empty(owner_id=owner_id)
 
 class RunSweeper(bootsteps.StartStopStep):
     """Every few seconds, in each worker's main process: re-enqueue runs whose worker died, end runs
@@ -110,9 +92,6 @@ class RunSweeper(bootsteps.StartStopStep):
         self.tools: Any = None
 
     def start(self, worker: Any) -> None:
-        from assistant.conf import assistant_settings
-        from assistant.health import WorkerTools
-
         # The tools this worker's code declares now, which it offers until it stops: said at once, so that
         # `manage.py check` and /healthz can compare them before the first sweep.
         self.tools = WorkerTools(worker.app.main or "yourproject")
@@ -137,11 +116,6 @@ class RunSweeper(bootsteps.StartStopStep):
             logger.warning("Could not record this worker's tools in Redis", exc_info=True)
 
     def sweep(self) -> None:
-        from django.db import close_old_connections
-
-        from assistant.health import record_sweeper_heartbeat
-        from assistant.turn.sweeper import sweep_runs
-
         try:
             record_sweeper_heartbeat()
         except Exception:  # Redis is out of reach: the sweep itself needs only the database
@@ -175,8 +149,6 @@ def _load_model_and_embedder(sender: Any, **kwargs: Any) -> None:
     # Celery's `worker_proc_alive_timeout`, 4 s, which a slow SDK import could overrun). With another pool
     # (threads, eventlet, gevent: no `worker_process_init`) this process runs the turns itself, so it builds
     # the clients too.
-    from assistant.warmup import warm_up
-
     _warmed_up.append(warm_up(build_clients=not _forks_its_pool(sender)))
 
 
@@ -201,8 +173,6 @@ def _connections_as_between_requests(sender: Any = None, **kwargs: Any) -> None:
     between tasks (CELERY_DB_REUSE_MAX) then never hands a task a connection PostgreSQL has since closed.
     Not for a task run eagerly, in its caller's thread (a host's tests): that may be inside the caller's
     transaction, whose connection must stay open (Celery's own Django support leaves eager tasks alone too)."""
-    from django.db import close_old_connections
-
     if getattr(getattr(sender, "request", None), "is_eager", False):
         return
     close_old_connections()
@@ -257,6 +227,4 @@ def _fresh_connections(**kwargs: Any) -> None:
         connection.close()
 
     # Each pool process builds its own clients (their connection pools are its own) before its first turn.
-    from assistant.warmup import warm_up
-
     logger.info("Worker process ready for its first turn: built %s", warm_up(build_clients=True).describe())

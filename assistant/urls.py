@@ -3,7 +3,8 @@ from __future__ import annotations
 from django.apps import apps
 from django.urls import path
 
-from assistant import health, views
+from assistant import views
+from assistant.operations import health
 
 app_name = "assistant"
 

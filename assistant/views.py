@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 
 from assistant.conf import assistant_settings
 from assistant.context_processors import model_label
-from assistant.memory import MemoryNotFound, memories_clear, memories_list, memory_delete
+from assistant.memory.store import MemoryNotFound, memories_clear, memories_list, memory_delete
 from assistant.templatetags.assistant import FULL_PAGE_FLAG
 
 _BLOCK_NAME = re.compile(r"\w+")

@@ -8,7 +8,7 @@ measured in the same run; and what a fresh worker process's first turn pays agai
 - `worker`: what `celery -A config worker` loads before it connects: the Celery app, `django.setup()` and
   the system checks (Celery's Django fixup runs them), the tasks registered.
 - `worker + warm-up`: the same, then the warm-up a worker now does when it starts (the configured model's
-  SDK and the embedder's weights; see assistant/warmup.py).
+  SDK and the embedder's weights; see assistant/operations/warmup.py).
 - `peer`: django-ai-assistant's `django.setup()`, when a peer virtualenv exists under `.data/peer-venv`
   (this benchmark does not install it).
 
@@ -62,7 +62,7 @@ from config import celery_app as app
 app.loader.import_default_modules()
 app.finalize()
 assert "assistant.run_turn" in app.tasks
-from assistant.warmup import warm_up
+from assistant.operations.warmup import warm_up
 warm_up(build_clients=True)
 {READY}
 """
@@ -94,7 +94,7 @@ django.setup()
 from assistant.embeddings import get_embedder
 from assistant.llm import Message, get_model
 if sys.argv[1] == "warm":
-    from assistant.warmup import warm_up
+    from assistant.operations.warmup import warm_up
     warm_up(build_clients=True)
 timings = []
 for text in ("hello", "hello again"):

@@ -96,8 +96,8 @@ def _case_ms(runs: list[Any]) -> list[float]:
 def _live_block(user: Any, sent_from: Any, questions: list[str]) -> tuple[list[float], float]:
     """The questions sent at once as ordinary runs, each in a chat of its own: their times once all ended, and
     this process's CPU seconds sending them."""
+    from assistant.conversation.services import chat_send
     from assistant.models import AgentRun
-    from assistant.services import chat_send
 
     cpu = _own_cpu_seconds()
     ids = [chat_send(user=user, content=question, new_chat=True, sent_from=sent_from).run.pk for question in questions]

@@ -367,9 +367,9 @@ def produce(config: dict[str, Any]) -> None:
     django.setup()
     from django.db import transaction
 
-    from assistant.events import publish_to_user, publisher
+    from assistant.live.events import publish_to_user, publisher
+    from assistant.live.payloads import run_event, step_payload
     from assistant.models import AgentRun, AgentStep
-    from assistant.payloads import run_event, step_payload
 
     number = config["number"]
     runs = {run.pk: run for run in AgentRun.objects.filter(pk__in=[r[1] for r in config["runs"]])}
@@ -476,7 +476,7 @@ async def _delivery(site: Stack, tabs: list[Tab], crowd: Sequence[Person], rates
 
 
 def _publish_round_trip(samples: int = 300) -> list[float]:
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
 
     client = redis_client()
     times = []

@@ -192,7 +192,7 @@ def measure(corpus: Corpus, kind: str, owner_ids: list[int], *, heavy: bool, que
     `memory_recall` and through the exact query, alternating which goes first."""
     from django.contrib.auth import get_user_model
 
-    from assistant.memory import memory_recall
+    from assistant.memory.store import memory_recall
 
     users = get_user_model().objects.in_bulk(owner_ids)
     ours, baseline, found = [], [], []
@@ -234,7 +234,7 @@ def run(owners: int, *, heavy_rows: int = HEAVY_ROWS, questions: int = QUESTIONS
     """Load, index the heavy owner, measure each kind; returns the figures per kind. Beside the heavy owner,
     a "middling" one has one memory fewer than earns an index: the slowest exact scan recall makes. (A test
     runs it at a tiny size, with the heavy owner indexed whatever the threshold.)"""
-    from assistant.memory import MEMORY_INDEX_MIN_ROWS, memory_index_heavy_owners
+    from assistant.memory.store import MEMORY_INDEX_MIN_ROWS, memory_index_heavy_owners
 
     corpus = Corpus()
     threshold = min(heavy_rows, MEMORY_INDEX_MIN_ROWS)

@@ -126,9 +126,9 @@ def _baseline(site: Stack, crowd: list[Person], shares: list[int]) -> tuple[dict
     mode). Returns the CPU seconds a turn by kind (this process, PostgreSQL, Redis) and each turn's time."""
     from django.contrib.auth import get_user_model
 
-    from assistant.authority import SentFrom
+    from assistant.access.authority import SentFrom
+    from assistant.conversation.services import chat_send
     from assistant.models import AgentRun
-    from assistant.services import chat_send
     from assistant.tasks import run_turn
 
     users = get_user_model().objects.in_bulk([person.user_id for person in crowd])

@@ -53,7 +53,7 @@ def _direct(user: Any, method: str, path: str, data: dict[str, Any]) -> Any:
 
 
 def _measure(alice: Any, home: Any) -> None:
-    from assistant.authority import SentFrom
+    from assistant.access.authority import SentFrom
     from assistant.tools import execute_tool
 
     client = Client()

@@ -41,9 +41,9 @@ async def _time_turns(user: Any, calls: list[dict[str, Any]], sent_from: Any, *,
     from channels.db import database_sync_to_async
     from channels.layers import get_channel_layer
 
-    from assistant.events import user_group
+    from assistant.conversation.services import chat_send
+    from assistant.live.events import user_group
     from assistant.models import AgentRun
-    from assistant.services import chat_send
 
     layer = get_channel_layer()
     channel = await layer.new_channel()
@@ -148,7 +148,7 @@ def signed_in_person(username: str = "bench") -> tuple[Any, Any]:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from assistant.authority import SentFrom
+    from assistant.access.authority import SentFrom
 
     user = get_user_model().objects.create_user(username, password="x")  # noqa: S106
     browser = Client()

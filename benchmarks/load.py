@@ -115,7 +115,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def clear_leftovers() -> None:
     """Runs left in the queue by an interrupted run would be delivered against the new database, whose ids
     start again at 1, and so would its cancel flags (keyed by run id)."""
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
     from config.celery import app
 
     app.control.purge()
@@ -201,7 +201,7 @@ def _postmaster_pid() -> int:
 
 
 def _redis_pid() -> int:
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
 
     pid = int(redis_client().info("server")["process_id"])
     if _read_stat(pid) is None or not any(name in _command_name(pid) for name in ("redis", "valkey")):

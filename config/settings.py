@@ -250,8 +250,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("CELERY_TASK_SOFT_TIME_LIMIT", 
 CELERY_TASK_TIME_LIMIT = int(os.environ.get("CELERY_TASK_TIME_LIMIT", "210"))
 if CELERY_BROKER_URL.partition("://")[0] in {"redis", "rediss"}:
     # kombu's Redis transport, except that a channel can still reach Redis after Celery detached it
-    # from its connection; without that, a broker restart during a run kills the worker (assistant/broker.py).
-    CELERY_BROKER_TRANSPORT = "assistant.broker.Transport"
+    # from its connection; without that, a broker restart during a run kills the worker (assistant/infra/broker.py).
+    CELERY_BROKER_TRANSPORT = "assistant.infra.broker.Transport"
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "600")),
 }

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from assistant.health import healthz
+from assistant.operations.health import healthz
 from config import views
 
 urlpatterns = [

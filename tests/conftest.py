@@ -177,7 +177,7 @@ def session_openai() -> Iterator[FakeOpenAIServer]:
 def fake_openai(session_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
     """The worker's fake provider, with no queued replies or recorded requests from earlier tests, and
     no breaker or skip mark left in Redis by them."""
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
 
     client = redis_client()
     for key in client.scan_iter("assistant:*"):
@@ -232,7 +232,7 @@ def session_worker(
     # Leftovers from an aborted run would be delivered to this worker against a fresh database, and an
     # earlier session's cancel flags (keyed by run id, which starts again at 1) would stop this one's runs.
     app.control.purge()
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
 
     client = redis_client()
     for key in client.scan_iter("assistant:*"):

@@ -120,7 +120,7 @@ def test_ages_in_weeks_and_hours_count_as_such(alice: Any) -> None:
 
 
 def test_a_backlog_goes_in_small_batches_with_the_same_counts(history: dict[str, Any]) -> None:
-    from assistant.retention import evidence_prune
+    from assistant.conversation.retention import evidence_prune
 
     would = evidence_prune(older_than=timedelta(days=90), dry_run=True)
     went = evidence_prune(older_than=timedelta(days=90), dry_run=False, batch_size=1)

@@ -16,8 +16,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tracker.models import Project
 

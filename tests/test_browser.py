@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from assistant.events import event_seq_key, publisher, user_group
-from assistant.redis_connection import redis_client
+from assistant.infra.redis_connection import redis_client
+from assistant.live.events import event_seq_key, publisher, user_group
 from assistant.testing.sockets import SETTLED
 from tests.browser.harness import BROWSER_MARKS, ask, log_in
 from tests.conftest import PROJECT_DIR, WorkerProcess

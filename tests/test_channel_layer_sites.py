@@ -18,7 +18,7 @@ from django.conf import settings
 from django.test import Client
 from websockets.sync.client import connect as ws_connect
 
-from assistant.events import user_group
+from assistant.live.events import user_group
 from tests.conftest import PROJECT_DIR, daphne_on_test_database
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,9 +14,9 @@ from channels.testing import WebsocketCommunicator
 from django.db import connection
 from django.utils import timezone
 
-from assistant import selectors
+from assistant.conversation.services import chat_delete, chat_send
+from assistant.live import selectors
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_delete, chat_send
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import connect, receive_until, settle, unnumbered
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run

@@ -143,7 +143,7 @@ def test_no_celery_broker_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_redis_broker_without_the_assistants_transport_is_a_warning() -> None:
     assert "assistant.W023" not in ids()
     with override_settings(CELERY_BROKER_TRANSPORT=None):
-        assert "assistant.broker.Transport" in by_id("assistant.W023").hint
+        assert "assistant.infra.broker.Transport" in by_id("assistant.W023").hint
 
 
 def test_daphne_missing_or_after_staticfiles_under_debug_is_an_error() -> None:

@@ -219,8 +219,8 @@ def _swept() -> None:
     """Until the worker's main process has finished a whole sweep (database included) after this moment:
     each sweep stamps a heartbeat in Redis before it sweeps, so the second stamp seen comes after one
     whole sweep."""
-    from assistant.health import SWEEPER_HEARTBEAT_KEY
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
+    from assistant.operations.health import SWEEPER_HEARTBEAT_KEY
 
     client = redis_client()
     for _ in range(2):
@@ -236,7 +236,7 @@ def test_a_pool_process_forked_after_the_main_process_used_the_database_works_on
     connection pool is open when a pool process dies and Celery forks a new one. The new one must not
     take its parent's pool: it runs turns, the main process goes on sweeping without an error, and the
     worker holds no more connections than its processes use (two per pool process, one in the main)."""
-    from assistant.services import chat_send
+    from assistant.conversation.services import chat_send
 
     stop_every_sweeper()  # this test's worker is the only one on the test database
     name = "assistant-pool-test-worker"

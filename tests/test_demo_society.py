@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send, run_confirm
 from assistant.llm import Message, ToolCall, get_model
 from assistant.models import AgentChat, AgentPlan, AgentRun
 from assistant.plans.offer import PlanTool
-from assistant.services import chat_send, run_confirm
 from assistant.society.offer import delegation_tools
 from assistant.tools import tools_for
 from registry.models import AgentProfile

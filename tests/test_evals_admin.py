@@ -13,11 +13,11 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
+from assistant.conversation.services import chat_send
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from assistant.evals.replays import Candidate, eval_run_start
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 
 RECORD_MILK = {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "milk"}}]}

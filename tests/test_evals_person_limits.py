@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import Refused, chat_send
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.replays import Candidate, eval_run_start
-from assistant.services import Refused, chat_send
 from tests.conftest import WorkerProcess, assistant_settings_with
 from tests.test_evals_replay import RECORD_MILK, finished, recorded_run
 

@@ -20,14 +20,14 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
+from assistant.conversation.services import chat_send, run_feedback
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.models import EvalCase, EvalRun, EvalSet
 from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.models import AgentRun
-from assistant.services import chat_send, run_feedback
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.testing.providers import FakeOpenAIServer, openai_completion
-from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from registry.models import AgentProfile
 from registry.selectors import profile_stats

@@ -16,13 +16,13 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Q
 
-from assistant import selectors
+from assistant.conversation.services import chat_send
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.models import EvalResult, EvalRun
 from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
+from assistant.live import selectors
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
-from assistant.services import chat_send
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.tables import every_model_but, table_rows
 from tests.testapp.models import Effect

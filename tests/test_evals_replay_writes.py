@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send, run_confirm
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.models import EvalCase, EvalResult
 from assistant.evals.replays import Candidate, eval_run_start
 from assistant.models import AgentMemory, AgentRun, AgentStep
-from assistant.services import chat_send, run_confirm
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.turn.context import NOTES_START, PAGE_START
 from registry.models import AgentProfile

@@ -15,10 +15,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from assistant.conversation.services import chat_send, run_feedback
 from assistant.evals.cases import BadExport, CaseRefused, case_add, proposed_runs, set_export, set_import, set_named
 from assistant.evals.models import EvalCase, EvalSet
 from assistant.models import AgentRun
-from assistant.services import chat_send, run_feedback
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,7 +20,7 @@ from assistant.evals.cases import case_add, set_named
 from assistant.evals.models import EvalCase, EvalResult
 from assistant.evals.replays import Candidate, eval_run_start
 from assistant.models import AgentChat, AgentRun
-from assistant.replay import NO_RECORDED_ANSWER
+from assistant.runs.replay import NO_RECORDED_ANSWER
 from assistant.testing.providers.openai_server import FakeOpenAIServer, Reply, openai_stream
 from tests.conftest import WorkerProcess
 from tests.test_evals_replay import finished, recorded_run, site_data

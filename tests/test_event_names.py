@@ -1,11 +1,11 @@
-"""The event names the code uses (assistant/event_names.py) are exactly those docs/protocol.md documents, each
+"""The event names the code uses (assistant/infra/event_names.py) are exactly those docs/protocol.md documents, each
 way: every event of its two tables has its name in the module, and the module names no event the tables lack."""
 
 from __future__ import annotations
 
 import re
 
-from assistant import event_names
+from assistant.infra import event_names
 from tests.conftest import PROJECT_DIR
 
 PROTOCOL = PROJECT_DIR / "docs" / "protocol.md"

@@ -14,8 +14,8 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from assistant import services
-from assistant.events import publisher, user_group
+from assistant.conversation import services
+from assistant.live.events import publisher, user_group
 from assistant.models import AgentChat
 from assistant.testing.sockets import connect, receive_until
 from tests.conftest import WorkerProcess, assistant_settings_with

@@ -9,7 +9,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from assistant.events import COALESCE_SECONDS, publisher, user_group
+from assistant.live.events import COALESCE_SECONDS, publisher, user_group
 from assistant.testing.sockets import unnumbered
 
 

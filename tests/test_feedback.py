@@ -17,9 +17,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from assistant.live.payloads import message_payload
+from assistant.live.selectors import chat_messages
 from assistant.models import AgentChat, AgentMessage, AgentRun
-from assistant.payloads import message_payload
-from assistant.selectors import chat_messages
 from assistant.testing.sockets import connect, receive_until, settle, unnumbered
 from tests.conftest import WorkerProcess, assistant_settings_with
 

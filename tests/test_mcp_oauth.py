@@ -25,10 +25,10 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
+from assistant.infra.redis_connection import redis_client
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_revoke
 from assistant.models import AgentRun
-from assistant.redis_connection import redis_client
 from assistant.tools import tools_for
 from tests.conftest import daphne_on_test_database
 from tracker.models import Project

@@ -39,10 +39,10 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
+from assistant.infra.redis_connection import redis_client
 from assistant.mcp.client_documents import DocumentRefused, is_document_url, metadata_client
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentRun
-from assistant.redis_connection import redis_client
 from tests.conftest import daphne_on_test_database
 from tests.test_mcp_oauth import REDIRECT, Remembered, ThePersonsBrowser, authorization_url, pkce, session_of
 from tracker.models import Project

@@ -21,12 +21,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from assistant import selectors
+from assistant.conversation.services import Refused, chat_send
+from assistant.live import selectors
 from assistant.mcp.calls import Caller, approval_summary, run_open, step_run
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import Refused, chat_send
 from assistant.testing.sockets import connect, receive_until
 from assistant.tools import Tool, tools_for
 from tests.test_dashboard import Page, in_range, lookups

@@ -16,7 +16,7 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from pgvector.django import CosineDistance
 
-from assistant.memory import (
+from assistant.memory.store import (
     MEMORY_INDEX_MIN_ROWS,
     memories_clear,
     memory_index_build,

@@ -538,7 +538,7 @@ def test_a_new_project_configured_from_the_readme_alone_runs_a_turn_through_its_
     # With the worker up and its first sweep done, the project's check has nothing left to say.
     import redis
 
-    from assistant.health import SWEEPER_HEARTBEAT_KEY
+    from assistant.operations.health import SWEEPER_HEARTBEAT_KEY
 
     heartbeat = redis.Redis.from_url(project_redis_url)
     project.wait_until("worker", lambda: heartbeat.exists(SWEEPER_HEARTBEAT_KEY), "its first sweep")

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.llm import Message, ModelResponse, Tool, ToolCall, get_model
 from assistant.models import AgentChat, AgentRun
-from assistant.services import chat_send
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.tools import tools_for
-from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from tests.conftest import WorkerProcess, wait_for_run
 from tests.test_offline_books import BOOKS

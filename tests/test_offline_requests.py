@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from assistant.conversation.services import chat_send
 from assistant.llm import Message, ModelResponse, ToolCall, get_model
 from assistant.models import AgentRun, AgentStep
-from assistant.services import chat_send
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.tools import Tool, tools_for
-from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from tracker.models import Project, Task
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send, run_confirm
 from assistant.models import AgentRun, AgentStep
-from assistant.services import chat_send, run_confirm
-from assistant.turn.lease import lease_claim, new_holder
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from tracker.models import Project, Task
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentRun
 from assistant.page_context import BadPage, page_context, suggestions
-from assistant.services import chat_send
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import connect, receive_until
 from assistant.turn.context import PAGE_START

@@ -246,8 +246,8 @@ def test_a_declined_plan_does_nothing(alice: Any, celery_worker: WorkerProcess, 
 
 @pytest.mark.django_db
 def test_another_persons_plan_answers_like_a_missing_one(alice: Any, bob: Any) -> None:
-    from assistant.selectors import NotFound
-    from assistant.services import chat_send, run_confirm
+    from assistant.conversation.services import chat_send, run_confirm
+    from assistant.live.selectors import NotFound
 
     run = chat_send(user=alice, content="clean up").run
     AgentRun.objects.filter(pk=run.pk).update(status="awaiting_confirmation")
@@ -265,7 +265,7 @@ def test_another_persons_plan_answers_like_a_missing_one(alice: Any, bob: Any) -
     step.refresh_from_db()
     assert (plan.approval, plan.comment, step.confirmation) == ("waiting", "", "")
     # Nor does a comment answer anything but a plan, or come with an approval.
-    from assistant.services import Refused
+    from assistant.conversation.services import Refused
 
     with pytest.raises(Refused):
         run_confirm(user=alice, run_id=run.pk, step_id=step.pk, approve=True, comment="Keep it.")

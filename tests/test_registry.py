@@ -13,15 +13,15 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from assistant.authority import SentFrom
-from assistant.models import AgentChat, AgentRun, AgentStep
-from assistant.services import (
+from assistant.access.authority import SentFrom
+from assistant.conversation.services import (
     chat_delete,
     chat_send,
     run_cancel,
     run_feedback,
     session_runs_end,
 )
+from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.turn.sweeper import sweep_runs
 from registry.models import WINDOW_SIZE, AgentProfile
 from registry.selectors import profile_get, profile_stats, profile_summary, profiles_list

@@ -10,9 +10,9 @@ import pytest
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
+from assistant.conversation.services import chat_send, run_cancel
 from assistant.models import AgentChat, AgentRun
-from assistant.services import chat_send, run_cancel
 from assistant.tasks import run_turn
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run

@@ -1,4 +1,4 @@
-"""Rows written together (assistant/rows.py) are stored exactly as `save()` stores them, show in the query log
+"""Rows written together (assistant/runs/rows.py) are stored exactly as `save()` stores them, show in the query log
 like any other statement, and a value a column refuses writes none of them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.db import DataError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.rows import WRITE_ALWAYS, write_together
+from assistant.runs.rows import WRITE_ALWAYS, write_together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,9 +9,9 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.test import Client
 
+from assistant.conversation.services import Refused, chat_send
+from assistant.live.selectors import chat_active_run
 from assistant.models import AgentChat, AgentRun
-from assistant.selectors import chat_active_run
-from assistant.services import Refused, chat_send
 
 pytestmark = pytest.mark.django_db
 
@@ -86,7 +86,7 @@ def test_staff_see_a_runs_place_in_its_tree_and_can_list_top_runs_or_members_run
 def test_a_members_record_says_who_asked_it_and_its_profile_page_counts_them(
     alice: Any, user_factory: Any
 ) -> None:
-    from assistant.lifecycle import run_finish
+    from assistant.runs.lifecycle import run_finish
     from registry.models import AgentProfile
 
     chat = AgentChat.objects.create(owner=alice)

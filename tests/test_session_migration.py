@@ -10,9 +10,9 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
-from assistant.authority import SentFrom, session_acts_as
+from assistant.access.authority import SentFrom, session_acts_as
+from assistant.conversation.services import session_runs_end
 from assistant.models import AgentRun
-from assistant.services import session_runs_end
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

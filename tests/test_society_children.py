@@ -11,12 +11,12 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from assistant.authority import SentFrom
-from assistant.lifecycle import DelegationRefused, run_child_start, run_config, run_path
+from assistant.access.authority import SentFrom
+from assistant.conversation.services import Refused, chat_send, run_cancel, session_runs_end
+from assistant.infra.worker_queue import run_enqueue
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import Refused, chat_send, run_cancel, session_runs_end
+from assistant.runs.lifecycle import DelegationRefused, run_child_start, run_config, run_path
 from assistant.society.budget import reserve, tree_usage
-from assistant.tasks import run_enqueue
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import signed_in_client
 from registry.models import AgentProfile

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from channels.testing import WebsocketCommunicator
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentRun, AgentStep
-from assistant.services import chat_send
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import ORIGIN, connect, receive_until, signed_in_client
 from config.asgi import application

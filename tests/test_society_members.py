@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.core.checks import ERROR, WARNING, run_checks
 
-from assistant.lifecycle import run_config
-from assistant.services import chat_send
+from assistant.conversation.services import chat_send
+from assistant.runs.lifecycle import run_config
 from assistant.society import member
 from tests.conftest import assistant_settings_with
 

@@ -9,9 +9,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from assistant.lifecycle import run_child_start, run_config
+from assistant.infra.worker_queue import run_enqueue
 from assistant.models import AgentChat, AgentRun
-from assistant.tasks import run_enqueue
+from assistant.runs.lifecycle import run_child_start, run_config
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, wait_for

@@ -18,15 +18,15 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from assistant.lifecycle import run_config
+from assistant.conversation.services import run_cancel
 from assistant.llm import ToolCall
 from assistant.models import AgentChat, AgentRun, AgentStep
-from assistant.services import run_cancel
-from assistant.society.handoff import Delegation, delegations_start
+from assistant.runs.lease import LeaseLost
+from assistant.runs.lifecycle import run_config
 from assistant.society.offer import delegation_tools
 from assistant.testing.sockets import connect, receive_until
+from assistant.turn.handoff import Delegation, delegations_start
 from assistant.turn.journal import StepJournal
-from assistant.turn.lease import LeaseLost
 from tests.conftest import WorkerProcess, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -89,7 +89,7 @@ def test_a_member_asked_by_a_stopped_run_hears_it_at_its_first_write(
 ) -> None:
     """A member that was started while the Stop was on its way finds out from its asker's row: its claim and
     every write of its worker read it, so nothing of it begins."""
-    from assistant.turn.lease import lease_claim, write_fenced
+    from assistant.runs.lease import lease_claim, write_fenced
 
     top, keeper = tree
     [clerk_id, _] = _ask_clerk(keeper)

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from assistant.live.payloads import step_payload
 from assistant.models import AgentStep
-from assistant.payloads import step_payload
 from assistant.testing.sockets import connect, receive_until
 from tests.conftest import WorkerProcess, assistant_settings_with
 from tracker.models import Project, Task

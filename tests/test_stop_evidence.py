@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
+from assistant.conversation.services import chat_send, run_cancel, run_confirm, session_runs_end
 from assistant.models import AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send, run_cancel, run_confirm, session_runs_end
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.testing.sockets import connect, receive_until, signed_in_client
-from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect

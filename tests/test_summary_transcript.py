@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentMessage, AgentStep
-from assistant.services import chat_send
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]

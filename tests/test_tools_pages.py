@@ -23,8 +23,8 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_GET, require_POST
 from django.views.generic import DetailView, ListView, View
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentStep
-from assistant.services import chat_send
 from assistant.tools import execute_tool, register_temporarily, registry, tool
 from assistant.tools.checks import check_tools
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run

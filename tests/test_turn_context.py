@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
+from assistant.live.selectors import chat_messages
 from assistant.models import AgentChat, AgentMessage, AgentStep
-from assistant.selectors import chat_messages
-from assistant.services import chat_send
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_completion, openai_stream
 from assistant.testing.providers.server import error_reply
 from assistant.turn.context import NOTES_START

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send, run_cancel, run_confirm
 from assistant.models import AgentMemory, AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send, run_cancel, run_confirm
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run

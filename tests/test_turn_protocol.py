@@ -11,11 +11,11 @@ import pytest
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentRun
-from assistant.services import chat_send
+from assistant.runs.lease import configured_lease_seconds
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import connect, receive_until, settle
-from assistant.turn.lease import configured_lease_seconds
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tracker.models import Project
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentMessage, AgentRun
-from assistant.services import chat_send
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.turn.context import chat_history
-from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from tests.conftest import assistant_settings_with
 

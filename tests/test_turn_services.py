@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from assistant.conversation.services import Refused, chat_send
 from assistant.models import AgentChat, AgentRun
-from assistant.services import Refused, chat_send
 from assistant.turn.sweeper import sweep_runs
 from registry.models import AgentProfile
 from registry.selectors import profile_summary

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentRun, AgentStep
-from assistant.services import chat_send
 from assistant.testing.providers import FakeAnthropicServer
 from tests.conftest import (
     PROJECT_DIR,

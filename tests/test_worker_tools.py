@@ -43,8 +43,8 @@ HEALTH_TOKEN = "tools-health-token"
 def environment(django_db_blocker: Any) -> Iterator[dict[str, str]]:
     """The environment of this test's processes (the test database), with no other worker sweeping it, and
     nothing left in Redis of what earlier processes declared."""
-    from assistant.health import WEB_TOOLS_KEY
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
+    from assistant.operations.health import WEB_TOOLS_KEY
 
     stop_every_sweeper()
     client = redis_client()
@@ -73,7 +73,7 @@ def start_worker(environment: dict[str, str], code: str, name: str) -> WorkerPro
 
 
 def published_workers() -> set[str]:
-    from assistant.health import workers_tools
+    from assistant.operations.health import workers_tools
 
     return {declared.process for declared in workers_tools()}
 

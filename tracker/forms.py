@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.validators import ProhibitNullCharactersValidator
 from django.db.models import Q
 
-from assistant.text import readable_text
+from assistant.infra.text import readable_text
 from tracker.models import Comment, Project, Task
 
 
@@ -57,7 +57,7 @@ class _AssigneeMixin:
 
 
 def _readable(form: forms.BaseForm, name: str, *, multiline: bool = False) -> str:
-    """The field's text as others will read it (see assistant/text.py): names and text people type are
+    """The field's text as others will read it (see assistant/infra/text.py): names and text people type are
     read by the project's members and by staff, and named in the assistant's approval cards. A required
     field left with nothing visible gets the error an empty one gets."""
     text = readable_text(form.cleaned_data.get(name) or "", multiline=multiline)

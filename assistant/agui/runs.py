@@ -3,14 +3,14 @@ database thread each (the stream holds no connection between them).
 
 `begin` decides what a `RunAgentInput` asks for (docs/ag-ui.md, "Runs"), in one transaction:
 
-- `resume` answers the interrupts of a paused run through `assistant.services.run_confirm`, the panel's own
+- `resume` answers the interrupts of a paused run through `assistant.conversation.services.run_confirm`, the panel's own
   answer (a stale or forged interrupt id is refused there, and nothing changes); the run goes on in a worker.
   Whatever its `runId`: a client may resume under the runId of the run that asked (CopilotKit does), and an
   answer given once is refused the second time, never given twice;
 - a `runId` the person posted before, without `resume`, re-attaches to the run it followed; nothing new is
   started;
 - a new message of the person (the input's last message, a `user` message the thread has not sent before)
-  is `assistant.services.chat_send`, the panel's own send: stored, one active run per chat, queued for the
+  is `assistant.conversation.services.chat_send`, the panel's own send: stored, one active run per chat, queued for the
   worker, every rule of the panel included;
 - otherwise the thread's chat as it is: its run at work re-attached, or a messages snapshot of it.
 
@@ -37,15 +37,16 @@ from ag_ui.core import (
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, connections, transaction
 
-from assistant import selectors, services
+from assistant.access.authority import SentFrom
 from assistant.agui.models import AguiRun
 from assistant.agui.translate import as_json, call_id, msg_id, result_id, subagent_id, waiting_steps
-from assistant.authority import SentFrom
-from assistant.events import current_event_seq
+from assistant.conversation import services
+from assistant.conversation.services import Refused
+from assistant.live import selectors
+from assistant.live.events import current_event_seq
+from assistant.live.payloads import message_payload, run_payload, step_payload
+from assistant.live.selectors import NotFound
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.payloads import message_payload, run_payload, step_payload
-from assistant.selectors import NotFound
-from assistant.services import Refused
 from assistant.society.members import member
 from assistant.tools.registry import registry
 
@@ -60,7 +61,7 @@ _INTERRUPT_PREFIX = "approval-"
 class Caller:
     """Who asks: the person, the access token they ask with (None for their browser session) and the session
     (None for a token: a token's run acts as the person with no browser session, as code that names its
-    person does; see assistant/authority.py)."""
+    person does; see assistant/access/authority.py)."""
 
     user: Any
     token: Any = None
@@ -392,7 +393,7 @@ def in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
 
 
 def parse_json(body: bytes) -> Any:
-    """The body as JSON, refusing what cannot travel on (see assistant/consumers.py `_parse_frame`)."""
+    """The body as JSON, refusing what cannot travel on (see assistant/conversation/frames.py `frame_parse`)."""
 
     def no_constants(name: str) -> None:
         raise ValueError(f"{name} is not JSON")

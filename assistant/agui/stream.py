@@ -36,13 +36,13 @@ from ag_ui.encoder import EventEncoder
 from channels.layers import get_channel_layer
 from django import db
 
-from assistant import event_names
 from assistant.agui.runs import Begun, Caller, begin, in_db_thread, messages_snapshot, tree_state
 from assistant.agui.translate import SnapshotHere, Translator
-from assistant.events import user_group
+from assistant.conversation.services import Refused
+from assistant.infra import event_names
+from assistant.live.events import user_group
+from assistant.live.selectors import NotFound
 from assistant.models import AgentChat
-from assistant.selectors import NotFound
-from assistant.services import Refused
 
 logger = logging.getLogger(__name__)
 

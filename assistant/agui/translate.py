@@ -45,8 +45,8 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from assistant import event_names
-from assistant.events import bounded
+from assistant.infra import event_names
+from assistant.live.events import bounded
 from assistant.plans.offer import PLAN_TOOL
 
 #: The runs of a tree that still work (a worker has them, or will): the tree is not paused while one does.

@@ -29,10 +29,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
+from assistant.access.authority import SentFrom
 from assistant.agui.checks import INSTALL, protocol_problem
 from assistant.agui.models import ID_MAX
-from assistant.authority import SentFrom
-from assistant.text import parsed_json_problem
+from assistant.infra.text import parsed_json_problem
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from django.utils.module_loading import import_string
 
 from assistant.conf import assistant_settings
 from assistant.plans.offer import PLAN_TOOL
-from assistant.replay import NO_RECORDED_ANSWER, canonical_arguments
+from assistant.runs.replay import NO_RECORDED_ANSWER, canonical_arguments
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from ..redis_connection import redis_client
+from ..infra.redis_connection import redis_client
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ class AssistantMcpConfig(AppConfig):
                 "install the assistant again with its extra [mcp], as in the README's Install step "
                 "(from a checkout: pip install '/path/to/this/checkout[mcp]')."
             ) from missing
-        from assistant.authority import TOKEN_CHECKS
+        from assistant.access.authority import TOKEN_CHECKS
         from assistant.mcp import checks  # noqa: F401  (registers the MCP checks)
         from assistant.mcp.tokens import token_still_acts
 

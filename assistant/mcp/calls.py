@@ -31,10 +31,12 @@ from django.db.models import Count, Q
 from django.utils import timezone
 from django_mcpz.server import ToolError
 
-from assistant import lifecycle
-from assistant.agent_calls import agent_call_declined, agent_call_reply
 from assistant.conf import assistant_settings
-from assistant.lifecycle import (
+from assistant.conversation.agent_calls import agent_call_declined, agent_call_reply
+from assistant.mcp.models import AccessToken
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
+from assistant.runs import lifecycle
+from assistant.runs.lifecycle import (
     run_config,
     run_finish,
     run_question_announce,
@@ -43,14 +45,12 @@ from assistant.lifecycle import (
     step_announce,
     step_finish,
 )
-from assistant.mcp.models import AccessToken
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
-from assistant.rows import write_together
+from assistant.runs.model_output import storable_json
+from assistant.runs.rows import write_together
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
 from assistant.tools.executor import ToolOutcome, execute_tool
 from assistant.tools.provenance import merge
-from assistant.turn.model_output import storable_json
 
 #: What a run's `model` says for a call the person's own agent made: no model of this site took part.
 CLIENT_MODEL = "mcp-client"

@@ -40,7 +40,7 @@ from django_mcpz.oauth import cimd
 from django_mcpz.oauth.conf import LOCAL_HOSTS
 from django_mcpz.oauth.models import URL_MAX_LENGTH, Client
 
-from assistant.redis_connection import redis_client
+from assistant.infra.redis_connection import redis_client
 from assistant.tools.validation import holds_nul
 
 TIMEOUT_SECONDS = 5.0

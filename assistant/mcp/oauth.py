@@ -72,14 +72,6 @@ def oauth_authenticate(request: HttpRequest) -> tuple[Any, AccessToken] | HttpRe
     return token_check(token)
 
 
-def oauth_grants_revoke(grant_ids: list[int]) -> None:
-    """Revoke every access and refresh token issued from these grants."""
-    from django_mcpz.oauth.models import AuthorizationCode
-
-    for grant in AuthorizationCode.objects.filter(pk__in=grant_ids):
-        grant.revoke_family()
-
-
 def _granted_code(response: HttpResponse) -> str | None:
     """The authorization code a consent's redirect hands the app, if it is one."""
     if response.status_code not in (301, 302, 303, 307, 308):
@@ -167,7 +159,7 @@ def registration_counted(address: str) -> int | None:
     ends when that is past MCP_OAUTH_REGISTRATIONS_PER_HOUR (refused), else None. One atomic step in the
     assistant's Redis (the window's key made with its expiry if new, then incremented), so registrations
     sent at once are counted exactly."""
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
 
     limit = int(assistant_settings.MCP_OAUTH_REGISTRATIONS_PER_HOUR)
     key = f"assistant:oauth-registrations:{address}"

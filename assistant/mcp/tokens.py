@@ -28,10 +28,10 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from assistant.conf import assistant_settings
+from assistant.infra.text import readable_text
 from assistant.mcp.models import NAME_MAX, AccessToken
 from assistant.models import AgentRun
 from assistant.society.members import members
-from assistant.text import readable_text
 from assistant.tools.offer import ToolScope, resolve_scope
 
 TOKEN_PREFIX = "ast_"  # noqa: S105  (the marker every token starts with, not a secret)
@@ -130,7 +130,7 @@ def parse_duration(text: str | None) -> timedelta:
 
 
 def _clean_name(name: str) -> str:
-    # As the site's other names people type: what hides or reorders text goes (assistant/text.py).
+    # As the site's other names people type: what hides or reorders text goes (assistant/infra/text.py).
     name = readable_text(name or "")
     if not name:
         raise InvalidTokenRequest("name", "A token needs a name, such as the agent it is for.")
@@ -244,9 +244,11 @@ def _grants_revoke(tokens: list[AccessToken]) -> None:
     issued from it): the app cannot refresh its way back in, and must ask the person again."""
     grants = [token.oauth_grant_id for token in tokens if token.oauth_grant_id is not None]
     if grants:
-        from assistant.mcp.oauth import oauth_grants_revoke
+        # Only django-mcpz's OAuth app makes a grant, so a token that has one finds that app installed.
+        from django_mcpz.oauth.models import AuthorizationCode
 
-        oauth_grants_revoke(grants)
+        for grant in AuthorizationCode.objects.filter(pk__in=grants):
+            grant.revoke_family()
 
 
 def token_still_acts(token_id: int) -> tuple[str, str] | None:
@@ -266,7 +268,7 @@ def token_still_acts(token_id: int) -> tuple[str, str] | None:
 def token_calls_end(token_ids: list[int]) -> None:
     """The calls of revoked tokens that wait for approval end now, not taken: the agent that asked can no
     longer call again, so an approval would run nothing, and the person's panel stops asking."""
-    from assistant.lifecycle import run_finish
+    from assistant.runs.lifecycle import run_finish
 
     waiting = AgentRun.objects.select_for_update().filter(client_token_id__in=token_ids,
                                                           status=AgentRun.Status.AWAITING_CONFIRMATION)

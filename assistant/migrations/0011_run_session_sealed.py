@@ -1,5 +1,5 @@
 """A run's session key is no longer stored in clear: a keyed digest to look runs up by, and the key sealed for
-the worker (assistant/session_keys.py). The runs that may still act (queued, running, waiting for their
+the worker (assistant/access/session_keys.py). The runs that may still act (queued, running, waiting for their
 person) are converted, so they go on acting with their session; an ended run needs no session, and its key
 goes with the clear column."""
 
@@ -10,7 +10,7 @@ ACTIVE = ["queued", "running", "awaiting_confirmation"]
 
 def seal_active_runs(apps, schema_editor):
     # The same functions the running code opens them with: a value written here must be one it reads.
-    from assistant.session_keys import session_key_digest, session_key_seal
+    from assistant.access.session_keys import session_key_digest, session_key_seal
 
     AgentRun = apps.get_model("assistant", "AgentRun")
     runs = AgentRun.objects.filter(status__in=ACTIVE).exclude(session_key="").only("pk", "session_key")
@@ -20,7 +20,7 @@ def seal_active_runs(apps, schema_editor):
 
 
 def unseal_active_runs(apps, schema_editor):
-    from assistant.session_keys import SessionKeyUnreadable, session_key_open
+    from assistant.access.session_keys import SessionKeyUnreadable, session_key_open
 
     AgentRun = apps.get_model("assistant", "AgentRun")
     for run in AgentRun.objects.exclude(session_digest="").only("pk", "session_sealed").iterator(chunk_size=500):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
 from assistant.page_context.resolve import PageSubject, page_subject
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.executor import ANY_TOOL, execute_tool, read_rows

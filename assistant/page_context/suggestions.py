@@ -17,10 +17,10 @@ from typing import Any
 
 from django.db import models
 
+from assistant.infra.text import readable_text
 from assistant.models import AgentMessage, Channel
 from assistant.page_context.read import PageContext
 from assistant.society.members import member
-from assistant.text import readable_text
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import refusal
 from assistant.tools.registry import registry

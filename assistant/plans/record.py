@@ -23,10 +23,10 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from assistant import event_names
-from assistant.events import publish_to_user
+from assistant.infra import event_names
+from assistant.live.events import publish_to_user
+from assistant.live.payloads import run_event
 from assistant.models import AgentPlan, AgentRun, AgentStep
-from assistant.payloads import run_event
 from assistant.plans.offer import PLAN_TOOL
 
 Status = AgentPlan.Status

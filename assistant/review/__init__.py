@@ -1,5 +1,5 @@
 """Reads for staff reviewing runs in the admin: a run as a timeline (`timeline.py`) with its plan's revisions
-(`plans.py`), and runs as CSV rows (`export.py`).
+(`plans.py`), runs as CSV rows and lines (`export.py`), and the lists' filters (`filters.py`).
 
 Admin-only: these read every owner's rows (the admin is the one place that does)."""
 

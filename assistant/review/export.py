@@ -3,6 +3,7 @@ the counters blank while a run is active, and no cell a spreadsheet would run as
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -46,3 +47,16 @@ def runs_csv_rows(runs: QuerySet[AgentRun], chunk_size: int = 500) -> Iterator[l
         if run.is_active:
             values.update(dict.fromkeys(_COUNTERS))
         yield [_cell(values.get(name)) for name in CSV_COLUMNS]
+
+
+def runs_csv_lines(runs: QuerySet[AgentRun]) -> Iterator[str]:
+    """`runs_csv_rows` as the lines of a CSV file, one at a time, for a streamed answer."""
+    writer = csv.writer(_Echo())
+    return (writer.writerow(row) for row in runs_csv_rows(runs))
+
+
+class _Echo:
+    """A file-like object whose write returns what it was given: csv.writer then yields lines to stream."""
+
+    def write(self, value: str) -> str:
+        return value

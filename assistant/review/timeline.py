@@ -19,7 +19,7 @@ from typing import Any
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from assistant.markdown import render_markdown
+from assistant.live.markdown import render_markdown
 from assistant.models import AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.offer import PLAN_TOOL
 from assistant.review.marks import Effect

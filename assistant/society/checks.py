@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from assistant.checks import needs_assistant_settings
+from assistant.conf import needs_assistant_settings
 from assistant.society.members import Problem, member_problems
 from assistant.society.offer import delegation_tool_name, is_valid_delegation_name
 from assistant.tools.registry import registry

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils.module_loading import import_string
 
-from assistant.events import publisher, user_group
+from assistant.live.events import publisher, user_group
 
 #: Where `with_assistant` serves the assistant's socket.
 SOCKET_PATH = "/ws/assistant/"

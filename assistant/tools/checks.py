@@ -9,7 +9,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Info, Warning, register
 from django.core.exceptions import FieldDoesNotExist
 
-from assistant.checks import needs_assistant_settings
+from assistant.conf import needs_assistant_settings
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
 from assistant.tools.pages import WRITE_FIX, missing_fields, unreadable_read, unreadable_write
 from assistant.tools.provenance import CONTAINMENTS, declared_authorships, model_field, path_problem, undeclared_writers

@@ -19,14 +19,13 @@ from django.views.generic.detail import BaseDetailView
 from django.views.generic.edit import BaseUpdateView, DeletionMixin, ProcessFormView
 from django.views.generic.list import BaseListView
 
-from assistant.tools.registry import registry
+from assistant.tools.registry import ATTRIBUTE, registry
 from assistant.tools.schema import DerivedSchema, form_schema, parameters_schema, url_kwargs_schema
 
 Permission = str | Sequence[str] | Callable[[Any], bool] | None
 Scope = Callable[[Any, models.QuerySet], models.QuerySet] | str | None
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-ATTRIBUTE = "assistant_tool"
 
 
 def _clean_doc(obj: Any) -> str:

@@ -39,8 +39,8 @@ from django.views.generic.base import View
 from django.views.generic.detail import SingleObjectMixin
 from django.views.generic.edit import BaseCreateView, BaseUpdateView, DeletionMixin, FormMixin
 
-from assistant.authority import SentFrom
-from assistant.text import readable_text
+from assistant.access.authority import SentFrom
+from assistant.infra.text import readable_text
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.executor import _form_value, _sent
 from assistant.tools.offer import Tool, parameters_of

@@ -38,7 +38,7 @@ from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, Resolver404, ResolverMatch, resolve, reverse
 from django.views.generic.edit import DeletionMixin
 
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import parameters_of, refusal, resolve_scope

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from assistant.tools.declarations import ReadTool, ViewTool
 
 
+#: Where `@tool` records a view's tool on the view (assistant/tools/declarations.py), read back here.
+ATTRIBUTE = "assistant_tool"
+
+
 class AlreadyRegistered(Exception):
     """Two tools were declared with the same name."""
 
@@ -72,8 +76,6 @@ def _walk(
 
 
 def _declared_on(callback: Any) -> Any:
-    from assistant.tools.declarations import ATTRIBUTE
-
     view_class = getattr(callback, "view_class", None)
     if view_class is not None:
         # vars(), not getattr(): a subclass of a tool view is a different view, not the same tool.
@@ -125,7 +127,7 @@ class ToolRegistry:
 
     def fingerprint(self) -> str:
         """A digest of what the declared tools tell a model (names, kinds, descriptions, fields, approval):
-        processes whose code declares other tools have other fingerprints (see assistant/health.py)."""
+        processes whose code declares other tools have other fingerprints (see assistant/operations/health.py)."""
         declared = [[definition.name, definition.kind_of, definition.kind, definition.description,
                      definition.confirm, definition.destructive, definition.fields] for definition in self.all()]
         return hashlib.sha256(json.dumps(declared, default=str).encode()).hexdigest()[:16]

@@ -37,7 +37,7 @@ from django.middleware.csrf import CSRF_SESSION_KEY, get_token
 from django.urls import ResolverMatch
 from django.utils.datastructures import MultiValueDict
 
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
 
 
 class CollectedMessages(BaseStorage):

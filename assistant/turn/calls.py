@@ -22,20 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from assistant.authority import RunAuthority, SessionEnded
-from assistant.lifecycle import not_run_outcome, run_setting
+from assistant.access.authority import RunAuthority, SessionEnded
 from assistant.llm import ToolCall
 from assistant.models import AgentPlan, AgentRun, AgentStep
 from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import needs_approval, new_revision, plan_refused_outcome, plan_summary, planned_outcome
-from assistant.replay import RecordedTools
-from assistant.society.handoff import (
-    Delegation,
-    delegations_collect,
-    delegations_start,
-    is_waiting_on_member,
-    members_used,
-)
+from assistant.runs.lifecycle import not_run_outcome, run_setting
+from assistant.runs.model_output import storable_json
+from assistant.runs.replay import RecordedTools
 from assistant.society.offer import DelegationTool
 from assistant.tools import Tool, execute_tool
 from assistant.tools.describe import describe_call
@@ -47,9 +41,15 @@ from assistant.turn.confirmation import (
     declined_outcome,
     refused_outcome,
 )
+from assistant.turn.handoff import (
+    Delegation,
+    delegations_collect,
+    delegations_start,
+    is_waiting_on_member,
+    members_used,
+)
 from assistant.turn.journal import StepJournal
 from assistant.turn.limits import Limits
-from assistant.turn.model_output import storable_json
 
 Kind = AgentStep.Kind
 State = AgentStep.State
@@ -324,7 +324,7 @@ class Limited(Wrapper):
 
 
 class Replayed(Wrapper):
-    """An eval's replay (assistant/replay.py): each call is answered from the recording, nothing runs and
+    """An eval's replay (assistant/runs/replay.py): each call is answered from the recording, nothing runs and
     nobody is asked (the recording's person answered already). A tool this run is not offered is refused as
     the executor would refuse it."""
 

@@ -1,6 +1,6 @@
 """The run's record as one worker writes it: its steps, the pause for a confirmation, the reply, the end.
 
-Every write is fenced by the lease (`assistant.turn.lease.write_fenced`): it happens only while this
+Every write is fenced by the lease (`assistant.runs.lease.write_fenced`): it happens only while this
 worker's holder is still the run's `lease_owner`, and raises `LeaseLost` without changing anything
 otherwise. Every write is then published to the run's owner, after it commits. Whatever reaches a column
 or jsonb is made storable first (`model_output`), so no value can make a write fail.
@@ -16,9 +16,14 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from assistant import event_names
-from assistant.events import publish_to_user
-from assistant.lifecycle import (
+from assistant.infra import event_names
+from assistant.live.events import publish_to_user
+from assistant.live.payloads import message_payload, run_event, run_payload
+from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.plans.offer import PLAN_TOOL, PlanTool
+from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
+from assistant.runs.lease import Fenced, LeaseLost, insert_fenced, update_fenced, write_fenced
+from assistant.runs.lifecycle import (
     CancelledBeforeEnd,
     chat_activity_record,
     run_await_members,
@@ -27,14 +32,9 @@ from assistant.lifecycle import (
     step_announce,
     step_outcome_set,
 )
-from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
-from assistant.payloads import message_payload, run_event, run_payload
-from assistant.plans.offer import PLAN_TOOL, PlanTool
-from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
+from assistant.runs.model_output import MAX_NAME_CHARS, clean_text, storable_json
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
-from assistant.turn.lease import Fenced, LeaseLost, insert_fenced, update_fenced, write_fenced
-from assistant.turn.model_output import MAX_NAME_CHARS, clean_text, storable_json
 
 Status = AgentRun.Status
 Kind = AgentStep.Kind
@@ -63,7 +63,7 @@ def _make_storable(step: AgentStep, names: tuple[str, ...] = (*_JSON_FIELDS, *_T
 class StepJournal:
     """The steps of `run` as worker `holder` writes them, in order (`steps`, oldest first).
 
-    Each write also reads the run's cancel flag (see `assistant.turn.lease.write_fenced`); once one finds it
+    Each write also reads the run's cancel flag (see `assistant.runs.lease.write_fenced`); once one finds it
     set, `cancelled` is set, for the turn to stop at its next boundary.
 
     A write the turn follows at once with another (a model's answer, then the first call it asks for; a

@@ -11,9 +11,9 @@ from typing import Any
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.lifecycle import run_setting
 from assistant.llm import Message
 from assistant.models import AgentRun, AgentStep
+from assistant.runs.lifecycle import run_setting
 from assistant.society.budget import Usage
 
 Status = AgentRun.Status

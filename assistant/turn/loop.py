@@ -23,12 +23,20 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from assistant import event_names, signals
-from assistant.authority import RunAuthority, SessionEnded
+from assistant.access.authority import RunAuthority, SessionEnded
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
-from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import (
+from assistant.infra import event_names
+from assistant.live.events import publish_to_user, publisher
+from assistant.live.payloads import run_event
+from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
+from assistant.memory.store import memory_recall, memory_remember
+from assistant.models import AgentMemory, AgentRun, AgentStep
+from assistant.plans.offer import PlanTool
+from assistant.plans.record import run_plan
+from assistant.runs import cancel_flags
+from assistant.runs.lease import Heartbeat, LeaseLost
+from assistant.runs.lifecycle import (
     STOPPED_BY_YOU,
     CancelledBeforeEnd,
     run_finish,
@@ -36,14 +44,8 @@ from assistant.lifecycle import (
     run_path,
     run_setting,
 )
-from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
-from assistant.memory import memory_recall, memory_remember
-from assistant.models import AgentMemory, AgentRun, AgentStep
-from assistant.payloads import run_event
-from assistant.plans.offer import PlanTool
-from assistant.plans.record import run_plan
-from assistant.replay import RecordedTools, replay_settings
-from assistant.society.handoff import is_waiting_on_member, members_used
+from assistant.runs.model_output import clean_text, fit_response, ids_in, recorded_calls
+from assistant.runs.replay import RecordedTools, replay_settings
 from assistant.society.members import member
 from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, tools_for
@@ -51,10 +53,9 @@ from assistant.tools.provenance import merge
 from assistant.turn.calls import Next, PendingCall, calls_for
 from assistant.turn.confirmation import read_in
 from assistant.turn.context import chat_history, conversation_window, earlier_notes, page_message, system_prompt
+from assistant.turn.handoff import is_waiting_on_member, members_used
 from assistant.turn.journal import StepJournal
-from assistant.turn.lease import Heartbeat, LeaseLost
 from assistant.turn.limits import Limits, StopRun
-from assistant.turn.model_output import clean_text, fit_response, ids_in, recorded_calls
 from registry.selectors import profile_summary
 
 logger = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ class Turn:
         page = self.config.get("page") if not self.is_member else None
         self._read_before: list[dict[str, Any]] = list((page or {}).get("others_text") or []) if isinstance(
             page, dict) else []
-        # A replay (an eval's, assistant/replay.py) is answered from its recording, never by running a view;
+        # A replay (an eval's, assistant/runs/replay.py) is answered from its recording, never by running a view;
         # the answers it was given before a worker took it up again are its own steps'.
         replay = replay_settings(self.config)
         self.replay = RecordedTools(
@@ -265,7 +266,7 @@ class Turn:
             raise self._stopped()
         if now >= self._next_cancel_check:
             self._next_cancel_check = now + CANCEL_CHECK_SECONDS
-            if signals.cancel_requested(self.run.pk):
+            if cancel_flags.cancel_requested(self.run.pk):
                 raise self._stopped()
 
     def _stopped(self) -> StopRun:
@@ -522,7 +523,7 @@ def run_turn(
     `enqueue`s the others of the same answer (members worked by other workers at the same time); it goes
     on when they have ended, or pauses (`awaiting_members`) while one waits for the person or works
     elsewhere. A member that ends wakes a run paused for it, and this worker then goes on with that run
-    (assistant/society/handoff.py). Each is claimed like any run: one another worker took first is skipped.
+    (assistant/turn/handoff.py). Each is claimed like any run: one another worker took first is skipped.
     """
     early: QuestionEmbedding | None = QuestionEmbedding.from_message(asked)
     following = [run_id]

@@ -17,10 +17,11 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.lifecycle import run_finish, run_parents_wake_due, run_setting
+from assistant.infra.worker_queue import worker_queue
 from assistant.models import AgentRun, Channel
-from assistant.run_profile import run_profile_record
-from assistant.turn.lease import configured_lease_seconds
+from assistant.runs.lease import configured_lease_seconds
+from assistant.runs.lifecycle import run_finish, run_parents_wake_due, run_setting
+from assistant.runs.profile import run_profile_record
 
 logger = logging.getLogger(__name__)
 
@@ -76,8 +77,6 @@ def _expire_client_approvals(now: datetime) -> list[int]:
 
 
 def _requeue_lost_runs(now: datetime) -> list[int]:
-    from assistant.tasks import run_turn
-
     period = timedelta(seconds=configured_lease_seconds())
     # A queued run that no worker has claimed for this long was probably lost from the broker. It
     # counts from when it was queued: its creation, or the answer to a confirmation that queued it again.
@@ -97,7 +96,7 @@ def _requeue_lost_runs(now: datetime) -> list[int]:
     requeued: list[int] = []
     for run_id in due:
         try:
-            run_turn.delay(run_id)
+            worker_queue().run_turn_again(run_id)
         except Exception:
             # The broker is unreachable: give back the stamps of what was not enqueued, so the next sweep
             # tries again instead of waiting out a period, and stop asking a broker that is not there.
@@ -110,13 +109,12 @@ def _requeue_lost_runs(now: datetime) -> list[int]:
 
 def _wake_runs_whose_members_ended() -> list[int]:
     """Put back on the queue the runs that wait for members none of which is still at work: the worker of
-    the last one died before it woke them, or this sweeper ended it (assistant/society/handoff.py)."""
-    from assistant.tasks import run_turn
+    the last one died before it woke them, or this sweeper ended it (assistant/turn/handoff.py)."""
 
     woken = run_parents_wake_due()
     for run_id in woken:
         try:
-            run_turn.delay(run_id)
+            worker_queue().run_turn_again(run_id)
         except Exception:  # queued, so the lost-run sweep takes it up once the broker is back
             logger.exception("Could not enqueue run %s, woken for its members' answers", run_id)
             break
@@ -125,7 +123,7 @@ def _wake_runs_whose_members_ended() -> list[int]:
 
 def _record_unrecorded_runs() -> list[int]:
     """File in their profiles the ended runs whose entry could not be written when they ended (a failed
-    write is rolled back alone, so the run still ended: see assistant/run_profile.py). Normally none."""
+    write is rolled back alone, so the run still ended: see assistant/runs/profile.py). Normally none."""
     recorded: list[int] = []
     with transaction.atomic():
         # Locked like the end of a run, so racing sweeps never file one twice.

@@ -12,10 +12,10 @@ from typing import Any
 
 from playwright.sync_api import expect
 
-from assistant import services
-from assistant.events import event_seq_key, publisher
+from assistant.conversation import services
+from assistant.infra.redis_connection import redis_client
+from assistant.live.events import event_seq_key, publisher
 from assistant.models import AgentChat
-from assistant.redis_connection import redis_client
 from tests.browser.harness import BROWSER_MARKS, log_in
 
 pytestmark = BROWSER_MARKS

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
+from assistant.conversation.services import chat_send
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.models import EvalResult, EvalRun, EvalSet
 from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.models import AgentRun
-from assistant.services import chat_send
 from assistant.testing.providers.openai_server import FakeOpenAIServer, Reply, openai_completion, openai_stream
 from registry.models import AgentProfile
 from tests.conftest import assistant_settings_with, wait_for

@@ -15,7 +15,7 @@ from channels.testing import WebsocketCommunicator
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
-from assistant.events import RESYNC_SETTLE_SECONDS, publisher, user_group
+from assistant.live.events import RESYNC_SETTLE_SECONDS, publisher, user_group
 from assistant.models import AgentMessage, AgentRun
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import connect, receive_until, unnumbered

@@ -13,13 +13,13 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send
+from assistant.runs.lease import Heartbeat, LeaseLost, lease_claim
 from assistant.tasks import run_turn as run_turn_task
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.tools import tools_for
 from assistant.turn.journal import StepJournal
-from assistant.turn.lease import Heartbeat, LeaseLost, lease_claim
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.testapp.models import Effect
 

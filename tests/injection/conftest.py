@@ -30,7 +30,7 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def injection_worker(django_db_setup: None, django_db_blocker: Any, model_path: Path) -> Iterator[WorkerProcess]:
     """The only worker on the test database while the package runs (the suite's own is stopped: it would take
     runs with another model); `celery_worker` starts the suite's again for the tests that need it."""
-    from assistant.redis_connection import redis_client
+    from assistant.infra.redis_connection import redis_client
     from config.celery import app
 
     stop_every_sweeper()

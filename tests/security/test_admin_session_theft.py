@@ -22,9 +22,9 @@ from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client, override_settings
 
-from assistant.authority import RunAuthority, SentFrom, SessionEnded
+from assistant.access.authority import RunAuthority, SentFrom, SessionEnded
+from assistant.conversation.services import ended_sessions_runs_end, session_runs_end
 from assistant.models import AgentRun
-from assistant.services import ended_sessions_runs_end, session_runs_end
 from assistant.testing.sockets import ORIGIN, receive_until
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with

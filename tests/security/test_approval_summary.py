@@ -18,7 +18,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
 from assistant.models import AgentRun
 from assistant.testing.sockets import connect, receive_until
 from assistant.tools import Tool, tools_for

@@ -14,12 +14,12 @@ from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from assistant.conversation.services import chat_send, run_confirm
 from assistant.models import AgentRun, AgentStep
-from assistant.services import chat_send, run_confirm
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.testing.providers import FakeAnthropicServer, anthropic_stream, provider_settings
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import settle
-from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run

@@ -3,7 +3,7 @@ error report's local variables or a debugger prints: a provider's API key, a run
 
 from __future__ import annotations
 
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
 from assistant.llm.remote import ProviderConfig
 
 API_KEY = "sk-test-0123456789abcdefghijklmnopqrstuvwxyz"

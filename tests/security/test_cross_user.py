@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentStep
-from assistant.services import chat_send
 from assistant.testing.sockets import settle
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run

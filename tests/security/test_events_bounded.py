@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from channels.layers import get_channel_layer
 
-from assistant.events import MAX_EVENT_BYTES, MAX_EVENT_STRING_CHARS, publisher, resync_event, user_group
+from assistant.live.events import MAX_EVENT_BYTES, MAX_EVENT_STRING_CHARS, publisher, resync_event, user_group
 from assistant.models import AgentChat, AgentMessage
 from assistant.testing.sockets import connect, receive_until, unnumbered
 from tests.browser.harness import CHROMIUM, log_in  # the `page` and `site_url` fixtures are the harness's too

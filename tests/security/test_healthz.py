@@ -17,7 +17,7 @@ import redis
 from django.conf import settings
 from django.test import Client
 
-from assistant.health import forget_worker_check
+from assistant.operations.health import forget_worker_check
 from tests.conftest import WorkerProcess, assistant_settings_with
 
 pytestmark = pytest.mark.django_db

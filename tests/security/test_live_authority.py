@@ -23,10 +23,10 @@ from django.db import transaction
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from assistant.authority import SentFrom, session_user
+from assistant.access.authority import SentFrom, session_user
 from assistant.conf import assistant_settings
+from assistant.conversation.services import chat_send
 from assistant.models import AgentRun
-from assistant.services import chat_send
 from assistant.testing.sockets import receive_until, signed_in_client
 from assistant.tools import execute_tool
 from config.asgi import application

@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from assistant.markdown import MAX_HTML_CHARS, render_markdown
+from assistant.live.markdown import MAX_HTML_CHARS, render_markdown
 
 SAFE_SCHEMES = ("http:", "https:", "mailto:")
 SCRIPTABLE_TAGS = {"script", "iframe", "img", "svg", "math", "object", "embed", "style", "link", "meta", "form",

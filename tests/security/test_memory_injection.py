@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentRun
-from assistant.services import chat_send
+from assistant.runs.lease import lease_claim, new_holder
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
-from assistant.turn.lease import lease_claim, new_holder
 from assistant.turn.loop import run_turn
 from tests.conftest import WorkerProcess, assistant_settings_with, stop_every_sweeper, wait_for, wait_for_run
 from tests.fake_embeddings_server import FakeEmbeddingsServer

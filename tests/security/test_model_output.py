@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from assistant.conversation.services import chat_send
 from assistant.llm.remote import parse_arguments
 from assistant.models import AgentMessage, AgentRun, AgentStep
-from assistant.services import chat_send
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect

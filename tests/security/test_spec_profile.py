@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentStep
-from assistant.services import chat_send
 from assistant.testing.providers.openai_server import FakeOpenAIServer
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect

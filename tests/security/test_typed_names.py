@@ -2,7 +2,7 @@
 message), a feedback comment, the tracker's project names and task titles, and every name an approval card
 quotes. Controls, invisible characters and bidirectional overrides go (a title cannot show in an order
 other than the one it is stored in, nor be nothing but zero-width spaces), whitespace is one space, the text
-is NFC; a title with nothing visible left is refused as an empty one is (see assistant/text.py).
+is NFC; a title with nothing visible left is refused as an empty one is (see assistant/infra/text.py).
 
 Before: "\\u200b" was a title; "\\u202eexe.txt" was stored as sent, and so shown to staff reversed; the
 same in a feedback comment, a project's name and on the approval card.
@@ -18,9 +18,9 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from assistant.infra.text import readable_text
 from assistant.models import AgentChat, AgentMessage, AgentRun
 from assistant.testing.sockets import connect
-from assistant.text import readable_text
 from assistant.tools import tools_for
 from assistant.tools.describe import describe_call
 from tracker.models import Project, Task

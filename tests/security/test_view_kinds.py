@@ -23,8 +23,8 @@ from django.views import View
 from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 from django.views.generic import DetailView, ListView, TemplateView
 
+from assistant.conversation.services import chat_send
 from assistant.models import AgentStep
-from assistant.services import chat_send
 from assistant.tools import execute_tool, register_temporarily, registry, tool, tools_for
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from assistant.retention import InvalidAge, evidence_prune, parse_age
+from assistant.conversation.retention import InvalidAge, evidence_prune, parse_age
 
 
 class Command(BaseCommand):

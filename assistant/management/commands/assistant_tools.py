@@ -8,8 +8,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from assistant.lifecycle import run_config
 from assistant.plans.offer import PlanTool
+from assistant.runs.lifecycle import run_config
 from assistant.society.members import member
 from assistant.society.offer import delegation_tools
 from assistant.tools import PROFILES, registry, tools_for

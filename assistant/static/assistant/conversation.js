@@ -4,7 +4,7 @@
 // It renders what the server says happened; the server's rows are the truth, so after any reconnect
 // it asks for the chat again (assistant.load) instead of trusting what it had drawn.
 // Text from the server is always set as text; the one exception is a reply's `html`, which the server
-// rendered from Markdown and sanitised with an allow-list (see assistant/markdown.py).
+// rendered from Markdown and sanitised with an allow-list (see assistant/live/markdown.py).
 (function () {
   "use strict";
 

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_GET
 from redis.exceptions import RedisError
 
 from assistant.conf import assistant_redis_url, assistant_settings
+from assistant.infra.redis_connection import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -121,16 +122,12 @@ def sweeper_heartbeat_seconds() -> float:
 
 def record_sweeper_heartbeat() -> None:
     """Says, for a short while, that a worker with the run sweeper attached is alive (and which)."""
-    from assistant.redis_connection import redis_client
-
     seconds = sweeper_heartbeat_seconds()
     redis_client().set(SWEEPER_HEARTBEAT_KEY, f"{socket.gethostname()}:{os.getpid()}", px=int(seconds * 1000))
 
 
 def sweeper_heartbeat() -> str | None:
     """Which worker swept last, if one did within `sweeper_heartbeat_seconds()`."""
-    from assistant.redis_connection import redis_client
-
     value = redis_client().get(SWEEPER_HEARTBEAT_KEY)
     return value.decode() if isinstance(value, bytes) else value
 
@@ -180,8 +177,6 @@ class DeclaredTools:
 def record_worker_tools(declared: DeclaredTools) -> None:
     """Says, for a heartbeat's time, which tools this worker offers; drops the entries of workers that went
     without a word (killed), so the hash holds the live ones only."""
-    from assistant.redis_connection import redis_client
-
     now = time.time()
     seconds = sweeper_heartbeat_seconds()
     client = redis_client()
@@ -198,15 +193,11 @@ def record_worker_tools(declared: DeclaredTools) -> None:
 
 def forget_worker_tools(declared: DeclaredTools) -> None:
     """A worker that stops offers nothing any more."""
-    from assistant.redis_connection import redis_client
-
     redis_client().hdel(WORKER_TOOLS_KEY, declared.process)
 
 
 def workers_tools() -> list[DeclaredTools]:
     """What each live worker offers, by worker."""
-    from assistant.redis_connection import redis_client
-
     now = time.time()
     entries = redis_client().hgetall(WORKER_TOOLS_KEY)
     live = [text for text in entries.values() if json.loads(text).get("until", 0) >= now]
@@ -218,8 +209,6 @@ def record_web_tools() -> None:
     web process to start has the newest code. Redis out of reach costs the comparison only."""
     from django.apps import apps
 
-    from assistant.redis_connection import redis_client
-
     if not apps.ready:  # the registry fills in the apps' ready(); before, it would say no tools at all
         return
     try:
@@ -230,8 +219,6 @@ def record_web_tools() -> None:
 
 def web_tools() -> DeclaredTools | None:
     """What the latest web process to start declares, if one said so."""
-    from assistant.redis_connection import redis_client
-
     text = redis_client().get(WEB_TOOLS_KEY)
     return DeclaredTools.loads(text) if text is not None else None
 

@@ -5,7 +5,7 @@ finishing what still waits, filing it once in its owner's profile, and announcin
 The socket's services (a send, a cancel, a sign-out), the worker's turn (a pause, a reply, a limit, a crash),
 the channels that run their own calls (assistant/mcp/) and the evals' replays all call this module; it calls
 none of them. A run's status is written here and nowhere else, but for a worker's claim, which is the lease's
-own statement (assistant/turn/lease.py). A run at any depth of a tree starts and ends here the same way.
+own statement (assistant/runs/lease.py). A run at any depth of a tree starts and ends here the same way.
 """
 
 from __future__ import annotations
@@ -20,18 +20,20 @@ from django.db.models import Exists, Model, OuterRef
 from django.dispatch import Signal
 from django.utils import timezone
 
-from assistant import event_names
-from assistant.authority import SentFrom
+from assistant.access.authority import SentFrom
 from assistant.conf import assistant_settings
-from assistant.events import publish_to_user
+from assistant.infra import event_names
+from assistant.live.events import publish_to_user
+from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel, step_counts
-from assistant.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
 from assistant.plans.record import run_plan_close
-from assistant.replay import member_replay, replay_settings
-from assistant.run_profile import run_intent, run_profile_record
-from assistant.signals import request_cancel
+from assistant.runs.cancel_flags import request_cancel
+from assistant.runs.lease import LeaseLost, write_fenced
+from assistant.runs.profile import run_intent, run_profile_record
+from assistant.runs.replay import member_replay, replay_settings
+from assistant.society.budget import BudgetExhausted, reserve
 from assistant.society.members import member
-from assistant.turn.lease import LeaseLost, write_fenced
+from assistant.society.outcome import member_outcome, subtree_effects
 
 # What a run the person stopped says, wherever it stopped.
 STOPPED_BY_YOU = "Stopped by you."
@@ -158,8 +160,6 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
     from what its parent has left (assistant/society/budget.py), `sharing` delegations of one answer
     sharing it; `asked_in` is the parent's step that asks it. Raises DelegationRefused, creating nothing,
     when the member cannot be asked from here."""
-    from assistant.society.budget import BudgetExhausted, reserve
-
     depth = parent.depth + 1
     if depth > int(assistant_settings.MAX_DELEGATION_DEPTH):
         raise DelegationRefused(f"The request is already {parent.depth} members deep, the most it may go; "
@@ -251,7 +251,7 @@ def run_await_members(run: AgentRun, *, holder: str) -> bool:
     working = AgentRun.objects.filter(parent_id=OuterRef("pk"), status__in=AgentRun.ACTIVE_STATUSES)
     held = AgentRun.objects.filter(pk=run.pk, lease_owner=holder)
     # One statement: the run's row is locked by it before a member's wake can look at it (see
-    # assistant/society/handoff.py), and a Stop that committed first keeps it from pausing.
+    # assistant/turn/handoff.py), and a Stop that committed first keeps it from pausing.
     if held.filter(cancel_requested=False).filter(Exists(working)).update(
         status=AgentRun.Status.AWAITING_MEMBERS, lease_owner="", lease_expires_at=None
     ):
@@ -284,7 +284,7 @@ def run_resume_by_client(run_id: int) -> bool:
 def run_parent_wake(run: AgentRun) -> bool:
     """`run` (a member's run) has ended: put the run that asked it back on the queue, if it waits for its
     members and none of them is still at work. Returns whether it was woken; the caller works on it or
-    enqueues it. Safe to call any number of times, from anywhere (see assistant/society/handoff.py for the
+    enqueues it. Safe to call any number of times, from anywhere (see assistant/turn/handoff.py for the
     race with the parent pausing)."""
     if run.parent_id is None:
         return False
@@ -313,7 +313,7 @@ def step_announce(run: AgentRun, step: AgentStep) -> None:
 def step_outcome_set(step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None) -> None:
     """Put a tool step's outcome (what the executor answered, or why nothing ran) on its row, not saved yet:
     finished, whether it took effect (None: the outcome is unknown), and why not. The worker's journal and the
-    channels that run their own calls (assistant/agent_calls.py) end a step this one way."""
+    channels that run their own calls (assistant/conversation/agent_calls.py) end a step this one way."""
     step.state = AgentStep.State.FINISHED
     step.result = outcome
     took_effect = outcome.get("took_effect")
@@ -395,8 +395,6 @@ def _member_evidence(asked: dict[str, Any], stop_reason: str) -> dict[str, Any]:
     """What the member a delegation step asked did, for the step of a run that ends before hearing back: its
     own outcome when it answered (it may have answered, and acted, just before its asker was stopped); else it
     was stopped with its asker, and the step says what it had done by then — what took effect did."""
-    from assistant.society.handoff import member_outcome, subtree_effects
-
     child = AgentRun.objects.filter(pk=asked["child_run_id"]).first()
     if child is not None and child.status == AgentRun.Status.SUCCEEDED:
         return member_outcome(child)
@@ -424,7 +422,7 @@ def run_finish(
     step and its reply go in with the end, or not at all (steps among them are announced with it).
 
     The profile entry is written in the same transaction as the end (the caller's, or one of its own):
-    a run counts exactly once however it ends, whatever dies when (see assistant/run_profile.py)."""
+    a run counts exactly once however it ends, whatever dies when (see assistant/runs/profile.py)."""
     with transaction.atomic(savepoint=False):
         run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
                          holder=holder, with_rows=with_rows)

@@ -29,7 +29,7 @@ import nh3
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from assistant.events import MAX_EVENT_STRING_CHARS
+from assistant.live.events import MAX_EVENT_STRING_CHARS
 
 MAX_HTML_CHARS = MAX_EVENT_STRING_CHARS
 MAX_SOURCE_CHARS = 16_000  # most Markdown fits MAX_HTML_CHARS as HTML in one rendering

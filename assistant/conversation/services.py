@@ -11,18 +11,32 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from assistant import event_names
-from assistant.agent_calls import agent_call_answer
-from assistant.authority import (
+from assistant.access.authority import (
     SESSION_ENDED_MESSAGE,
     SentFrom,
     session_acts_as,
     session_ended_event,
     session_group,
 )
+from assistant.access.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
 from assistant.conf import assistant_settings
-from assistant.events import publish_to_user, publisher
-from assistant.lifecycle import (
+from assistant.conversation.agent_calls import agent_call_answer
+from assistant.infra import event_names
+from assistant.infra.text import readable_text
+from assistant.infra.worker_queue import run_enqueue
+from assistant.live.events import publish_to_user, publisher
+from assistant.live.payloads import (
+    chat_payload,
+    feedback_payload,
+    run_event,
+)
+from assistant.live.selectors import NotFound, run_pending_confirmation
+from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
+from assistant.page_context import BadPage, page_context
+from assistant.plans.offer import PLAN_TOOL
+from assistant.plans.record import plan_event
+from assistant.runs.cancel_flags import request_cancel
+from assistant.runs.lifecycle import (
     STOPPED_BY_YOU,
     run_config,
     run_descendants,
@@ -31,21 +45,7 @@ from assistant.lifecycle import (
     run_resume_answered,
     run_sent_announce,
 )
-from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
-from assistant.page_context import BadPage, page_context
-from assistant.payloads import (
-    chat_payload,
-    feedback_payload,
-    run_event,
-)
-from assistant.plans.offer import PLAN_TOOL
-from assistant.plans.record import plan_event
-from assistant.rows import write_together
-from assistant.selectors import NotFound, run_pending_confirmation
-from assistant.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
-from assistant.signals import request_cancel
-from assistant.tasks import run_enqueue
-from assistant.text import readable_text
+from assistant.runs.rows import write_together
 from registry.services import profile_entry_score
 
 # A chat's title, as the person renames it (the model field's length).
@@ -82,7 +82,7 @@ def chat_send(
 
     `sent_from` is the browser session the message came with (the socket always passes it): the run's
     tool calls are made with that session and the run stops when it ends. Without it (code that names
-    the user explicitly) the run acts as `user` with no session (see assistant/authority.py).
+    the user explicitly) the run acts as `user` with no session (see assistant/access/authority.py).
 
     One active run per chat: while a run works on a chat, a new message there is refused; a run
     waiting for the person's confirmation is superseded (cancelled, its pending action declined).
@@ -125,7 +125,7 @@ def chat_send(
     made = chat is None
     if chat is None:
         # A chat made now has no runs to wait for, and takes its title from this first message (as a title
-        # the person typed would be kept: see assistant/text.py); its newest activity is this message.
+        # the person typed would be kept: see assistant/infra/text.py); its newest activity is this message.
         chat = AgentChat(owner=user, spec=assistant_settings.SPEC, last_activity_at=now,
                          title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
     else:
@@ -236,7 +236,7 @@ def _cancel(run: AgentRun) -> AgentRun:
 
 def _stop_one(run: AgentRun) -> AgentRun:
     if run.status == AgentRun.Status.RUNNING:
-        # Its worker stops at its next step: every step it writes reads this flag (assistant/turn/lease.py).
+        # Its worker stops at its next step: every step it writes reads this flag (assistant/runs/lease.py).
         run.cancel_requested = True
         run.save(update_fields=["cancel_requested"])
         transaction.on_commit(lambda: request_cancel(run.pk))

@@ -9,7 +9,7 @@ write, because every write of a turn only happens while the run's `lease_owner` 
 
 The fence is folded into the write itself. A worker presumed dead (its heartbeat stalled, the sweeper
 re-queued its run, another worker claimed it) may still be running. Checking the lease and then writing
-would leave a gap between the two; here the check is part of the write's own statement (assistant/rows.py),
+would leave a gap between the two; here the check is part of the write's own statement (assistant/runs/rows.py),
 one round trip like the plain write it replaces:
 
     WITH guard AS (SELECT cancel_requested AS answer FROM run WHERE id = %s AND lease_owner = %s FOR SHARE),
@@ -48,7 +48,7 @@ from django.utils import timezone
 
 from assistant.conf import assistant_settings
 from assistant.models import AgentRun
-from assistant.rows import write_together
+from assistant.runs.rows import write_together
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _above_stopped(table: str, alias: str) -> str:
     """SQL, true when the run that asked run `alias` (its parent) was asked to stop or has ended: a member
     works only for a request that goes on. A Stop flags every run of the tree it finds; a member started
     while it was being sent has a flagged (or ended) parent, so reading the parent, beside the run's own
-    flag, is enough at every depth (see assistant/society/handoff.py for how a member's start is fenced)."""
+    flag, is enough at every depth (see assistant/turn/handoff.py for how a member's start is fenced)."""
     return (f'EXISTS (SELECT 1 FROM "{table}" "above" WHERE "above"."id" = "{alias}"."parent_id" '  # noqa: S608
             'AND ("above"."cancel_requested" OR "above"."finished_at" IS NOT NULL))')
 
@@ -238,7 +238,7 @@ def write_fenced(*, inserts: Sequence[models.Model] = (),
                  updates: Sequence[tuple[models.Model, Sequence[str]]] = (), run_id: int, holder: str,
                  unless_cancelled: bool = False) -> Fenced:
     """Save the `updates` (an instance and the fields to save) and insert the `inserts` (setting their keys), in
-    one statement (assistant/rows.py), only while `holder` holds run `run_id`: all of it, or nothing when it does
+    one statement (assistant/runs/rows.py), only while `holder` holds run `run_id`: all of it, or nothing when it does
     not (`NOT_HELD`, also when an updated row is gone). Several steps written at once cost one round trip and
     one commit.
 

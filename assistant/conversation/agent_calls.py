@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from assistant import event_names
-from assistant.events import publish_to_user
-from assistant.lifecycle import chat_activity_record, run_finish, step_announce, step_finish
+from assistant.infra import event_names
+from assistant.live.events import publish_to_user
+from assistant.live.payloads import message_payload, run_event, run_payload
 from assistant.models import AgentMessage, AgentRun, AgentStep
-from assistant.payloads import message_payload, run_event, run_payload
-from assistant.turn.model_output import clean_text
+from assistant.runs.lifecycle import chat_activity_record, run_finish, step_announce, step_finish
+from assistant.runs.model_output import clean_text
 
 APPROVED_FOR_RETRY = "Approved; it runs when your agent calls it again."
 DECLINED = "You declined it; nothing was done."

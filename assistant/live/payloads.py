@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from assistant.events import QUIET
-from assistant.markdown import render_markdown
+from assistant.live.events import QUIET
+from assistant.live.markdown import render_markdown
+from assistant.live.selectors import chat_latest_message
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
 from assistant.page_context.read import PageContext
-from assistant.selectors import chat_latest_message
 from assistant.tools.declarations import ViewTool
 from assistant.tools.registry import registry
 

@@ -1,6 +1,6 @@
 """A run's entry in its owner's profile (the registry): what is filed when a run ends, however it ends.
 
-`run_finish` (assistant/lifecycle.py) files it in the transaction that ends the run, so a run counts once:
+`run_finish` (assistant/runs/lifecycle.py) files it in the transaction that ends the run, so a run counts once:
 a worker that dies before that commits has ended nothing and recorded nothing (the run is taken up
 again), and one that dies after has done both.
 """

@@ -46,7 +46,7 @@ def warm_up(*, build_clients: bool) -> WarmUp:
     report = WarmUp()
     # The turn's own modules (the loop, the tools' executor, the reply's Markdown: about a hundred modules,
     # 60 ms here) are imported by the task when it first runs; imported here, the pool processes share them.
-    import assistant.turn.lease  # noqa: F401
+    import assistant.runs.lease  # noqa: F401
     import assistant.turn.loop  # noqa: F401
     try:
         model = get_model()

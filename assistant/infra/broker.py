@@ -2,7 +2,7 @@
 
 A project whose Celery broker is Redis sets, beside its `CELERY_BROKER_URL`:
 
-    CELERY_BROKER_TRANSPORT = "assistant.broker.Transport"
+    CELERY_BROKER_TRANSPORT = "assistant.infra.broker.Transport"
 
 It is kombu's Redis transport with one difference: a channel keeps the parameters it was opened with,
 so it can still reach the broker after Celery has detached it from its connection.
@@ -24,7 +24,7 @@ the reconnect; without its parameters that acknowledgement fails the same way.
 With the parameters kept, the close either reaches the broker or fails with a connection error (which
 Celery expects and ignores), the late acknowledgement reaches the restarted broker, and the worker
 carries on. A message put back while its task still runs is delivered twice; the run's lease makes
-the second delivery a no-op (see assistant/turn/lease.py).
+the second delivery a no-op (see assistant/runs/lease.py).
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from pgvector.django import CosineDistance, VectorField
 from psycopg import sql
 
 from assistant.embeddings import Embedder
+from assistant.infra.worker_queue import worker_queue
 from assistant.models import AgentMemory
 
 logger = logging.getLogger(__name__)
@@ -104,9 +105,8 @@ def memory_remember(*, owner: Any, spec: str, content: str, vector: list[float],
     if memory_index_name(owner_id=owner_id, spec=spec, embedder=name, dims=dims) not in _ready_indexes() and (
         _has_at_least(MEMORY_INDEX_MIN_ROWS, owner_id=owner_id, spec=spec, embedder=name, dims=dims)
     ):
-        from assistant.tasks import memory_index_build as task
-
-        transaction.on_commit(lambda: task.delay(owner_id=owner_id, spec=spec, embedder=name, dims=dims))
+        transaction.on_commit(lambda: worker_queue().memory_index_build(owner_id=owner_id, spec=spec, embedder=name,
+                                                                        dims=dims))
     return memory
 
 
@@ -283,7 +283,5 @@ def memories_clear(*, owner: Any) -> int:
     _, per_model = AgentMemory.objects.filter(owner=owner).delete()
     owner_id = owner if isinstance(owner, int) else owner.pk
     if _owner_index_names(owner_id, _ready_indexes()):
-        from assistant.tasks import memory_index_drop_empty as task
-
-        transaction.on_commit(lambda: task.delay(owner_id=owner_id))
+        transaction.on_commit(lambda: worker_queue().memory_index_drop_empty(owner_id=owner_id))
     return per_model.get(AgentMemory._meta.label, 0)

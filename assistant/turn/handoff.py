@@ -10,7 +10,7 @@ lease, resumed after a crash). The worker of the asking run works on the first m
 holding the asker; when the members have ended, the asker's steps are finished with what each answered,
 as data — its reply, or an escalation that says why it could not go on. While a member waits for the
 person, or works in another worker, the asker pauses instead (`awaiting_members`, holding no worker), and
-the end of its last working member wakes it (`run_parent_wake` in assistant/lifecycle.py: back on the
+the end of its last working member wakes it (`run_parent_wake` in assistant/runs/lifecycle.py: back on the
 queue). A crash between any two of these writes loses nothing: a step `started` with a child is never
 "unknown" (the child's row says what happened), and the sweeper wakes a paused asker whose members all
 ended.
@@ -24,11 +24,12 @@ from typing import Any
 
 from django.db import transaction
 
-from assistant.lifecycle import DelegationRefused, run_child_start, run_path_stop_requested
 from assistant.llm import ToolCall
 from assistant.models import AgentRun, AgentStep
-from assistant.society.budget import Usage, subtree_run_ids
+from assistant.runs.lifecycle import DelegationRefused, run_child_start, run_path_stop_requested
+from assistant.society.budget import Usage
 from assistant.society.offer import DelegationTool
+from assistant.society.outcome import ESCALATED, REFUSED, member_outcome
 from assistant.tools.validation import validate_arguments
 from assistant.turn.journal import StepJournal
 
@@ -36,11 +37,6 @@ Status = AgentRun.Status
 Kind = AgentStep.Kind
 State = AgentStep.State
 
-#: The outcome `status` of a delegation: the member answered; it could not go on (or its last action
-#: failed); it could not be asked from here (too deep, already on the path, nothing left of the budget).
-ANSWERED, ESCALATED, REFUSED = "answered", "escalated", "refused"
-#: How many of a member's failed actions its escalation lists.
-PROBLEMS_SHOWN = 5
 
 
 @dataclass(frozen=True)
@@ -143,61 +139,6 @@ def delegations_collect(journal: StepJournal, steps: Sequence[AgentStep]) -> boo
             return True  # the person stopped the run: the turn's next boundary ends it (and its members)
         # The last of them ended between the read above and the pause: read them again.
 
-
-def member_outcome(child: AgentRun) -> dict[str, Any]:
-    """What an ended member's run answers the run that asked it: data for its model, never an instruction.
-    `answered` with its reply; `escalated` with the reason when it did not finish, or when its last action
-    failed (denied, not found, invalid, …) — the asking model then decides what to do. Either way it says
-    whether anything took effect, what failed, and what the member (with those it asked) used."""
-    subtree = _subtree_steps(child)
-    effects = _tool_steps(subtree)
-    took_effect: bool | None = True if any(s.took_effect for s in effects) else (
-        None if any(s.took_effect is None for s in effects) else False)
-    failed = [step for step in effects if step.failed]
-    problems = [{"tool": step.tool_name, "status": (step.result or {}).get("status"),
-                 "reason": (step.result or {}).get("reason") or step.reason}
-                for step in failed[-PROBLEMS_SHOWN:]]
-    used = Usage(sum(1 for step in subtree if step.kind == Kind.MODEL_CALL), len(effects),
-                 sum(step.prompt_tokens + step.completion_tokens for step in subtree))
-    outcome: dict[str, Any] = {
-        "member": child.spec, "child_run_id": child.pk, "took_effect": took_effect,
-        "used": {"model_calls": used.model_calls, "tool_calls": used.tool_calls, "tokens": used.tokens},
-    }
-    own_steps = [step for step in effects if step.run_id == child.pk]
-    last_failed = bool(own_steps) and own_steps[-1].failed
-    if child.status == Status.SUCCEEDED and not last_failed:
-        outcome.update(status=ANSWERED, answer=child.reply)
-    elif child.status == Status.SUCCEEDED:
-        last = own_steps[-1]
-        outcome.update(status=ESCALATED, answer=child.reply, reason=(
-            f"The member “{child.spec}” answered, but its last action ({last.tool_name}) failed: "
-            f"{(last.result or {}).get('reason') or last.reason}"))
-    else:
-        why = child.error or f"it ended as {child.status}"
-        outcome.update(status=ESCALATED, stop_reason=child.stop_reason or child.status,
-                       reason=f"The member “{child.spec}” could not finish: {why}")
-    if problems:
-        outcome["problems"] = problems
-    if child.others_text:
-        # Its answer may carry what it read: the asker has read it too (assistant/tools/provenance.py).
-        outcome["others_text"] = [{**{key: value for key, value in source.items() if key != "step"},
-                                   "where": f"{child.spec}: {source.get('where') or 'its answer'}"}
-                                  for source in child.others_text]
-    return outcome
-
-
-def _tool_steps(steps: Sequence[AgentStep]) -> list[AgentStep]:
-    return [step for step in steps if step.kind == Kind.TOOL_CALL]
-
-
-def subtree_effects(child: AgentRun) -> list[AgentStep]:
-    """The tool steps of `child` and of every run below it so far, oldest first."""
-    return _tool_steps(_subtree_steps(child))
-
-
-def _subtree_steps(child: AgentRun) -> list[AgentStep]:
-    """The steps of `child` and of every run below it, oldest first (one query per level below, plus one)."""
-    return list(AgentStep.objects.filter(run_id__in=subtree_run_ids([child.pk])).order_by("created_at", "seq"))
 
 
 def members_used(steps: Sequence[AgentStep]) -> Usage:

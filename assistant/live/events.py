@@ -47,9 +47,9 @@ import redis.asyncio
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from assistant import event_names
 from assistant.conf import assistant_redis_url
-from assistant.redis_connection import redis_client
+from assistant.infra import event_names
+from assistant.infra.redis_connection import redis_client
 
 logger = logging.getLogger(__name__)
 
@@ -366,7 +366,7 @@ class Publisher:
 publisher = Publisher()
 
 
-#: The mark of an event nobody is told of: a replay's (assistant/replay.py), whose rows are staff's alone.
+#: The mark of an event nobody is told of: a replay's (assistant/runs/replay.py), whose rows are staff's alone.
 QUIET = "_quiet"
 
 

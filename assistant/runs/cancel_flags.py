@@ -10,7 +10,7 @@ import logging
 
 import redis
 
-from assistant.redis_connection import redis_client
+from assistant.infra.redis_connection import redis_client
 
 logger = logging.getLogger(__name__)
 CANCEL_TTL_SECONDS = 600

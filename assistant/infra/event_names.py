@@ -46,7 +46,7 @@ SERVER_EVENTS: Final = frozenset({
 })
 
 # Not events of the socket, and so not in the lists above:
-#: the channel layer's message that carries a batch of events to a person's sockets (assistant/events.py);
+#: the channel layer's message that carries a batch of events to a person's sockets (assistant/live/events.py);
 LAYER_BATCH: Final = "assistant.events"
 #: the AG-UI `CUSTOM` event a notice step becomes (docs/ag-ui.md; a plan keeps its name, PLAN).
 NOTICE: Final = "assistant.notice"

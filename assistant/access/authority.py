@@ -3,7 +3,7 @@ acting for the person when that session ends.
 
 A run started from the socket carries where its message came from (`SentFrom`: the session key, the
 client's address and the page's origin). The run's row never holds the key in clear: a keyed digest to
-find the session's runs by, and the key sealed for the worker (`assistant/session_keys.py`). Its tool
+find the session's runs by, and the key sealed for the worker (`assistant/access/session_keys.py`). Its tool
 calls are requests through the site's own middleware with that session (see `assistant/tools/request.py`),
 and it is checked again here:
 
@@ -34,9 +34,9 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 
-from assistant import event_names
+from assistant.access.session_keys import SessionKeyUnreadable, session_key_digest, session_key_open, session_key_seal
+from assistant.infra import event_names
 from assistant.models import AgentRun
-from assistant.session_keys import SessionKeyUnreadable, session_key_digest, session_key_open, session_key_seal
 
 # What the person reads when a run stops because its session ended.
 SESSION_ENDED_MESSAGE = "You were signed out, so the assistant stopped acting for you; nothing more was done."

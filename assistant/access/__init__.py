@@ -1,0 +1,2 @@
+"""Access: as whom a run acts, and for how long — the session (or token) a run was sent from, checked before and
+during its work (`authority.py`), and the session key kept only digested and sealed (`session_keys.py`)."""
