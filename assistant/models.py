@@ -166,6 +166,7 @@ class AgentRun(models.Model):
         TOKEN_REVOKED = "token_revoked"  # noqa: S105  (a stop reason, not a secret)
 
     ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_CONFIRMATION, Status.AWAITING_MEMBERS)
+    ENDED_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.TIMED_OUT)
     # Runs that wait and hold no worker: a person's answer, or their members' (they end at once when stopped).
     WAITING_STATUSES = (Status.AWAITING_CONFIRMATION, Status.AWAITING_MEMBERS)
 

@@ -299,6 +299,14 @@ def daphne_on_test_database(django_db_blocker: Any, *, env: dict[str, str] | Non
         stop_process(server)
 
 
+@pytest.fixture(scope="module")
+def port(django_db_setup: None, django_db_blocker: Any) -> Iterator[int]:
+    """The port of a daphne serving the site on the test database, once per module (a module that needs it
+    started otherwise defines its own `port`)."""
+    with daphne_on_test_database(django_db_blocker) as serving:
+        yield serving
+
+
 def _accepts(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.2).close()

@@ -16,15 +16,13 @@ import pytest
 from channels.testing import WebsocketCommunicator
 
 from assistant.models import AgentStep
-from assistant.testing.sockets import connect, receive_until
+from assistant.testing.sockets import REPLY_ENDED, connect, receive_until
 from assistant.tools import Tool, tools_for
 from assistant.tools.describe import MAX_NAME_CHARS, MAX_SUMMARY_CHARS, describe_call
 from config.asgi import application
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect
 from tracker.models import Comment, Project, Task
-
-ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}
 
 
 def ends_with(*types: str) -> Callable[[dict[str, Any]], bool]:
@@ -68,7 +66,7 @@ def test_the_card_names_the_project_and_what_goes_with_it_and_a_reload_shows_the
     async def scenario() -> None:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "delete Home", "new_chat": True})
-        events = await receive_until(tab, ends_with("assistant.confirm", *ENDED))
+        events = await receive_until(tab, ends_with("assistant.confirm", *REPLY_ENDED))
         asked = events[-1]
         assert asked["type"] == "assistant.confirm", events
         assert asked["step"]["summary"] == expected
@@ -84,7 +82,7 @@ def test_the_card_names_the_project_and_what_goes_with_it_and_a_reload_shows_the
         assert loaded["pending_confirmation"]["summary"] == expected
         assert [step["summary"] for step in loaded["steps"]] == [None, expected]  # a model call has none
         await reloaded.send_json_to(answer({"step": loaded["pending_confirmation"]}, approve=True))
-        events = await receive_until(reloaded, ends_with(*ENDED))
+        events = await receive_until(reloaded, ends_with(*REPLY_ENDED))
         assert events[-1]["type"] == "assistant.replied", events
         finished = [event["step"] for event in events if event["type"] == "assistant.step"
                     and event["step"]["kind"] == "tool_call" and event["step"]["state"] == "finished"]
@@ -111,7 +109,7 @@ def test_an_updates_card_lists_the_fields_that_change_by_their_labels_and_choice
     async def scenario() -> dict[str, Any]:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "the tap is fixed; bob did it"})
-        asked = (await receive_until(tab, ends_with("assistant.confirm", *ENDED)))[-1]
+        asked = (await receive_until(tab, ends_with("assistant.confirm", *REPLY_ENDED)))[-1]
         await tab.disconnect()
         return asked
 
@@ -139,7 +137,7 @@ def test_a_tool_that_describes_itself_is_described_in_its_own_words_as_the_perso
     async def scenario() -> dict[str, Any]:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "forget my drafts"})
-        asked = (await receive_until(tab, ends_with("assistant.confirm", *ENDED)))[-1]
+        asked = (await receive_until(tab, ends_with("assistant.confirm", *REPLY_ENDED)))[-1]
         await tab.disconnect()
         return asked
 
@@ -166,13 +164,13 @@ def test_a_view_whose_lookup_breaks_is_described_without_it_and_approve_and_deny
     async def scenario() -> list[dict[str, Any]]:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "delete records 41 and 42"})
-        first = (await receive_until(tab, ends_with("assistant.confirm", *ENDED)))[-1]
+        first = (await receive_until(tab, ends_with("assistant.confirm", *REPLY_ENDED)))[-1]
         assert first["type"] == "assistant.confirm", first
         await tab.send_json_to(answer(first, approve=True))
-        second = (await receive_until(tab, ends_with("assistant.confirm", *ENDED)))[-1]
+        second = (await receive_until(tab, ends_with("assistant.confirm", *REPLY_ENDED)))[-1]
         assert second["type"] == "assistant.confirm", second
         await tab.send_json_to(answer(second, approve=False))
-        replied = (await receive_until(tab, ends_with(*ENDED)))[-1]
+        replied = (await receive_until(tab, ends_with(*REPLY_ENDED)))[-1]
         assert replied["type"] == "assistant.replied", replied
         await tab.disconnect()
         return [first, second]

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
+from assistant.models import AgentRun
 from tests.conftest import (
     WorkerProcess,
     _test_database_url,
@@ -45,7 +46,6 @@ WEB_NAME = "assistant-pool-test-web"
 #: Generous waits for answers: a loaded machine may serve 100 requests through 4 connections slowly, and
 #: what is tested is what the burst leaves behind, not how fast it is served.
 PATIENCE_SECONDS = 120.0
-ENDED = ("succeeded", "failed", "cancelled", "timed_out")
 
 
 class Backends:
@@ -250,7 +250,7 @@ def test_a_pool_process_forked_after_the_main_process_used_the_database_works_on
         wait_for(lambda: backends.count(name) >= 1, timeout=PATIENCE_SECONDS, what="the main process's sweep")
         for number in range(2):
             run = chat_send(user=alice, content="what are my open tasks?", new_chat=True).run
-            assert wait_for_run(run.pk, *ENDED).status == "succeeded", number
+            assert wait_for_run(run.pk, *AgentRun.ENDED_STATUSES).status == "succeeded", number
 
         before = _pool_processes(worker)
         assert len(before) == 2, before
@@ -261,7 +261,7 @@ def test_a_pool_process_forked_after_the_main_process_used_the_database_works_on
         _swept()
         for number in range(4):  # enough for both pool processes, the new one among them
             run = chat_send(user=alice, content="what are my open tasks?", new_chat=True).run
-            assert wait_for_run(run.pk, *ENDED).status == "succeeded", number
+            assert wait_for_run(run.pk, *AgentRun.ENDED_STATUSES).status == "succeeded", number
         _swept()
 
         log = worker.log_path.read_bytes()[log_start:].decode(errors="replace")

@@ -22,13 +22,13 @@ from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 GARDEN = "create a project Garden with the tasks 'water the plants' and 'buy seeds', then tell me my open tasks"
 
 
 def ask_orchestrator(user: Any, text: str) -> AgentRun:
     chat = AgentChat.objects.create(owner=user, spec="orchestrator")
-    return wait_for_run(chat_send(user=user, content=text, chat_id=chat.pk).run.pk, *FINISHED, timeout=60)
+    return wait_for_run(chat_send(user=user, content=text, chat_id=chat.pk).run.pk, *AgentRun.ENDED_STATUSES,
+                        timeout=60)
 
 
 def test_the_demo_model_hands_each_part_of_a_request_to_its_member(alice: Any, celery_worker: WorkerProcess) -> None:
@@ -131,9 +131,10 @@ def test_a_delete_waits_for_the_persons_approval_of_the_keepers_step(
     Project.objects.create(owner=alice, name="Home")
     chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
     top = wait_for_run(chat_send(user=alice, content="delete the project Home", chat_id=chat.pk).run.pk,
-                       "awaiting_members", *FINISHED, timeout=60)
+                       "awaiting_members", *AgentRun.ENDED_STATUSES, timeout=60)
     assert top.status == "awaiting_members"
-    keeper = wait_for_run(AgentRun.objects.get(root=top).pk, "awaiting_confirmation", *FINISHED, timeout=30)
+    keeper = wait_for_run(AgentRun.objects.get(root=top).pk, "awaiting_confirmation", *AgentRun.ENDED_STATUSES,
+                          timeout=30)
     assert keeper.spec == "keeper"
     waiting = keeper.steps.get(state="awaiting_confirmation")
     assert waiting.tool_name == "tracker_project_delete" and "Home" in waiting.summary
@@ -146,12 +147,13 @@ def test_declining_a_members_action_is_said_to_the_person_in_their_words(
     Project.objects.create(owner=alice, name="Home")
     chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
     top = wait_for_run(chat_send(user=alice, content="delete the project Home, then tell me my open tasks",
-                                 chat_id=chat.pk).run.pk, "awaiting_members", *FINISHED, timeout=60)
-    keeper = wait_for_run(AgentRun.objects.get(root=top).pk, "awaiting_confirmation", *FINISHED, timeout=30)
+                                 chat_id=chat.pk).run.pk, "awaiting_members", *AgentRun.ENDED_STATUSES, timeout=60)
+    keeper = wait_for_run(AgentRun.objects.get(root=top).pk, "awaiting_confirmation", *AgentRun.ENDED_STATUSES,
+                          timeout=30)
     asked = keeper.steps.get(state="awaiting_confirmation")
     run_confirm(user=alice, run_id=keeper.pk, step_id=asked.pk, approve=False)
 
-    top = wait_for_run(top.pk, *FINISHED, timeout=60)
+    top = wait_for_run(top.pk, *AgentRun.ENDED_STATUSES, timeout=60)
     assert Project.objects.filter(owner=alice, name="Home").exists()
     assert "You declined it, so nothing was changed." in top.reply
     # What the model was told about the refusal is for the model, never the person's reply.

@@ -8,18 +8,6 @@ These tests talk to that daphne over real sockets on loopback.
 from __future__ import annotations
 
 import http.client
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from tests.conftest import daphne_on_test_database
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup: None, django_db_blocker: Any) -> Iterator[int]:
-    with daphne_on_test_database(django_db_blocker) as serving:
-        yield serving
 
 
 def request(port: int, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:

@@ -10,7 +10,7 @@ once); a token that acts as nobody is refused; every call is a run of channel `m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,16 +26,9 @@ from assistant.mcp.tokens import token_create, token_revoke
 from assistant.models import AgentRun, AgentStep
 from assistant.testing.sockets import connect, receive_until
 from assistant.tools import tools_for
-from tests.conftest import daphne_on_test_database
 from tracker.models import Project
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup: None, django_db_blocker: Any) -> Iterator[int]:
-    with daphne_on_test_database(django_db_blocker) as served:
-        yield served
 
 
 def endpoint(port: int) -> str:

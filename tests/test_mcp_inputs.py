@@ -7,7 +7,6 @@ recorded or done. The same NUL rule holds for a tool call from any channel (the 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -17,7 +16,6 @@ from assistant.mcp.tokens import token_create
 from assistant.models import AgentMessage, AgentRun
 from assistant.testing.sockets import signed_in_client
 from assistant.tools import execute_tool
-from tests.conftest import daphne_on_test_database
 from tests.testapp.models import Effect
 from tracker.models import Project, Task
 
@@ -28,12 +26,6 @@ META = {"io.modelcontextprotocol/protocolVersion": VERSION,
         "io.modelcontextprotocol/clientCapabilities": {}}
 #: What a client of the Streamable HTTP transport sends with every message.
 ACCEPT = "application/json, text/event-stream"
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup: None, django_db_blocker: Any) -> Iterator[int]:
-    with daphne_on_test_database(django_db_blocker) as served:
-        yield served
 
 
 @pytest.fixture

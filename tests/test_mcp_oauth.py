@@ -10,7 +10,6 @@ import base64
 import hashlib
 import re
 import secrets
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -30,17 +29,10 @@ from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_revoke
 from assistant.models import AgentRun
 from assistant.tools import tools_for
-from tests.conftest import daphne_on_test_database
 from tracker.models import Project
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REDIRECT = "http://localhost:43210/callback"
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup: None, django_db_blocker: Any) -> Iterator[int]:
-    with daphne_on_test_database(django_db_blocker) as served:
-        yield served
 
 
 @pytest.fixture(autouse=True)

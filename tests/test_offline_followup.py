@@ -24,7 +24,6 @@ from tracker.models import Project, Task
 
 pytestmark = pytest.mark.django_db
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 
 
 def found(call: ToolCall, rows: list[dict[str, Any]] | None = None) -> str:
@@ -156,11 +155,12 @@ def test_the_demo_society_gives_the_answer_to_the_member_that_asked(
 ) -> None:
     chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
     first = wait_for_run(chat_send(user=alice, content="rename the project to 'Garden'", chat_id=chat.pk).run.pk,
-                         *FINISHED, timeout=60)
+                         *AgentRun.ENDED_STATUSES, timeout=60)
     assert first.status == "succeeded", first.error
     assert "Which project (its id)?" in first.reply
 
-    top = wait_for_run(chat_send(user=alice, content="Home", chat_id=chat.pk).run.pk, *FINISHED, timeout=60)
+    top = wait_for_run(chat_send(user=alice, content="Home", chat_id=chat.pk).run.pk, *AgentRun.ENDED_STATUSES,
+                       timeout=60)
 
     assert top.status == "succeeded", top.error
     [keeper] = AgentRun.objects.filter(root=top)

@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 
 from assistant.models import AgentPlan, AgentRun
-from assistant.testing.sockets import connect, receive_until
+from assistant.testing.sockets import REPLY_ENDED, connect, receive_until
 from tests.conftest import WorkerProcess, assistant_settings_with
 from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}
 
 
 def statuses(plan: dict[str, Any]) -> list[str]:
@@ -47,7 +46,7 @@ def test_a_plan_of_three_steps_whose_second_fails_is_revised_in_the_open(
     async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "do three things", "new_chat": True})
-        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        events = await receive_until(tab, lambda event: event["type"] in REPLY_ENDED, timeout=30)
         await tab.send_json_to({"type": "assistant.load", "steps": True})
         loaded = (await receive_until(tab, lambda event: event["type"] == "assistant.messages_loaded"))[-1]
         await tab.disconnect()
@@ -105,7 +104,7 @@ def test_a_run_that_stops_leaves_every_step_of_its_plan_with_a_final_status(
     async def scenario() -> list[dict[str, Any]]:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "list thrice", "new_chat": True})
-        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        events = await receive_until(tab, lambda event: event["type"] in REPLY_ENDED, timeout=30)
         await tab.disconnect()
         return events
 
@@ -155,7 +154,7 @@ def test_a_plan_with_a_destructive_step_waits_and_a_comment_makes_a_revision_tha
         await tab.send_json_to(_confirm(first, approve=True))
         stale = (await receive_until(tab, lambda event: event["type"] == "assistant.error"))[-1]
         await tab.send_json_to(_confirm(second, approve=False))
-        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        events = await receive_until(tab, lambda event: event["type"] in REPLY_ENDED, timeout=30)
         await tab.disconnect()
         return first, second, stale, events
 
@@ -202,7 +201,7 @@ def test_an_approved_plan_still_asks_before_its_destructive_step(
         await tab.send_json_to(_confirm(plan_card, approve=True))
         step_card = (await receive_until(tab, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
         await tab.send_json_to(_confirm(step_card, approve=True))
-        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        events = await receive_until(tab, lambda event: event["type"] in REPLY_ENDED, timeout=30)
         await tab.disconnect()
         return plan_card, step_card, events
 
@@ -228,7 +227,7 @@ def test_a_declined_plan_does_nothing(alice: Any, celery_worker: WorkerProcess, 
         await tab.send_json_to({"type": "assistant.send", "content": "delete Home", "new_chat": True})
         card = (await receive_until(tab, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
         await tab.send_json_to(_confirm(card, approve=False))
-        events = await receive_until(tab, lambda event: event["type"] in ENDED, timeout=30)
+        events = await receive_until(tab, lambda event: event["type"] in REPLY_ENDED, timeout=30)
         await tab.disconnect()
         return events
 

@@ -19,7 +19,6 @@ from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wai
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 
 
 def send(user: Any, text: str, model: str, **settings: Any) -> AgentRun:
@@ -38,10 +37,11 @@ def test_every_ending_of_a_worked_run_counts_once_in_the_seeds_statuses(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
     effect = {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "x"}}]}
-    answered = wait_for_run(send(alice, "answer", script(effect, {"text": "done"})).pk, *FINISHED)
-    limited = wait_for_run(send(alice, "loop", script(effect, effect, effect), MAX_TOOL_CALLS=1).pk, *FINISHED)
+    answered = wait_for_run(send(alice, "answer", script(effect, {"text": "done"})).pk, *AgentRun.ENDED_STATUSES)
+    limited = wait_for_run(send(alice, "loop", script(effect, effect, effect), MAX_TOOL_CALLS=1).pk,
+                           *AgentRun.ENDED_STATUSES)
     slow = script({"tool_calls": [{"name": "test_wait", "arguments": {"seconds": 1.5}}]}, {"text": "late"})
-    timed_out = wait_for_run(send(alice, "wait", slow, MAX_WALL_SECONDS=1).pk, *FINISHED)
+    timed_out = wait_for_run(send(alice, "wait", slow, MAX_WALL_SECONDS=1).pk, *AgentRun.ENDED_STATUSES)
     waiting = wait_for_run(send(alice, "forget x", script(
         {"tool_calls": [{"name": "test_forget_effects", "arguments": {"label": "x"}}]}, {"text": "never"},
     )).pk, "awaiting_confirmation")
@@ -78,7 +78,7 @@ def test_per_tool_counts_are_per_call_in_a_worked_run(
                         {"name": "test_record_effect", "arguments": {}}]},  # no label: refused as invalid
         {"text": "Two of three."},
     )
-    run = wait_for_run(send(alice, "three effects", model).pk, *FINISHED)
+    run = wait_for_run(send(alice, "three effects", model).pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.tool_calls, run.tool_errors) == ("succeeded", 3, 1)
     profile = AgentProfile.objects.get(owner=alice, spec_name="default")
     assert profile.tool_usage == {"test_record_effect": {"success": 2, "failure": 1}}
@@ -92,7 +92,7 @@ def test_a_crashed_turn_counts_once_as_an_error(alice: Any, celery_worker: Worke
     run = AgentRun.objects.create(owner=alice, chat=chat, config={"model": "offline", "keep_messages": "many"})
     chat.messages.create(owner=alice, role="user", content="hello", run=run)
     run_turn.delay(run.pk)
-    run = wait_for_run(run.pk, *FINISHED)
+    run = wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == ("failed", "internal_error")
     entry = entry_of(run)
     assert entry["status"] == "error"
@@ -113,7 +113,7 @@ def test_a_working_run_whose_session_ended_counts_once_as_cancelled(
                         sent_from=SentFrom(session_key=key, client_address=None, origin="")).run
     wait_for(lambda: AgentRun.objects.get(pk=run.pk).steps.filter(kind="tool_call").exists(), what="the tool")
     Session.objects.filter(session_key=key).delete()  # signed out elsewhere while the run works
-    run = wait_for_run(run.pk, *FINISHED)
+    run = wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == ("cancelled", "session_ended")
     entry = entry_of(run)
     assert (entry["status"], entry["stop_reason"]) == ("cancelled", "session_ended")

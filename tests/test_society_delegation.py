@@ -21,7 +21,7 @@ from channels.testing import WebsocketCommunicator
 from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
-from assistant.testing.sockets import ORIGIN, connect, receive_until, signed_in_client
+from assistant.testing.sockets import ORIGIN, REPLY_ENDED, connect, receive_until, signed_in_client
 from config.asgi import application
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
@@ -29,13 +29,11 @@ from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 
 
 def top_ended(events: list[Any] | None = None) -> Callable[[dict[str, Any]], bool]:
     """The end of the top run (a member's end names the run that asked it)."""
-    return lambda event: event["type"] in ENDED and "parent_run_id" not in event
+    return lambda event: event["type"] in REPLY_ENDED and "parent_run_id" not in event
 
 
 def asker_chat(user: Any) -> AgentChat:
@@ -186,7 +184,7 @@ def test_stopping_the_top_run_stops_the_member_at_work(
 
     events = asyncio.run(scenario())
     top, [clerk] = the_tree(events[-1]["run_id"])
-    clerk = wait_for_run(clerk.pk, *FINISHED)
+    clerk = wait_for_run(clerk.pk, *AgentRun.ENDED_STATUSES)
     assert (top.status, top.stop_reason, clerk.status, clerk.stop_reason) == (
         "cancelled", "cancelled", "cancelled", "cancelled")
     [asked] = tool_steps(top)
@@ -217,8 +215,8 @@ def test_signing_out_stops_the_member_at_work_and_the_run_that_asked_it(
 
     first = asyncio.run(scenario())
     browser.logout()  # the person signs out in another tab of the same browser session
-    top = wait_for_run(first["parent_run_id"], *FINISHED)
-    clerk = wait_for_run(first["run_id"], *FINISHED)
+    top = wait_for_run(first["parent_run_id"], *AgentRun.ENDED_STATUSES)
+    clerk = wait_for_run(first["run_id"], *AgentRun.ENDED_STATUSES)
     assert (top.status, top.stop_reason) == ("cancelled", "session_ended")
     assert (clerk.status, clerk.stop_reason) == ("cancelled", "session_ended")
     # Neither acts for anybody any more: the sealed session went with each run's end.
@@ -238,7 +236,7 @@ def test_a_member_cannot_ask_a_spec_already_on_its_path(
         openai_stream(["Nobody did it."]),
     )
     sent = chat_send(user=alice, content="go round in a circle", chat_id=chat.pk)
-    top = wait_for_run(sent.run.pk, *FINISHED)
+    top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES)
     [keeper] = AgentRun.objects.filter(root=top)
     assert (top.status, keeper.status) == ("succeeded", "succeeded")
     [refused] = tool_steps(keeper)
@@ -280,7 +278,7 @@ def test_members_asked_at_once_share_a_small_token_budget_and_the_tree_stays_wit
     try:
         with assistant_settings_with(MAX_TOKENS_PER_RUN=budget):
             sent = chat_send(user=alice, content="list in parallel", chat_id=chat.pk)
-        top = wait_for_run(sent.run.pk, *FINISHED, timeout=60)
+        top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
     finally:
         del fake_openai.default_reply
     members = list(AgentRun.objects.filter(root=top))
@@ -309,7 +307,7 @@ def test_a_tree_deeper_than_the_limit_is_refused_where_it_would_go_too_deep(
         openai_stream(["Nobody below me."]), openai_stream(["c heard."]), openai_stream(["b heard."]),
         openai_stream(["a heard."]),
     )
-    top = wait_for_run(chat_send(user=alice, content="pass it down", chat_id=chat.pk).run.pk, *FINISHED)
+    top = wait_for_run(chat_send(user=alice, content="pass it down", chat_id=chat.pk).run.pk, *AgentRun.ENDED_STATUSES)
     assert (top.status, top.reply) == ("succeeded", "a heard.")
     runs = {run.spec: run for run in AgentRun.objects.filter(root=top)}
     assert sorted(runs) == ["test-chain-b", "test-chain-c", "test-chain-d"]
@@ -332,7 +330,7 @@ def test_a_member_cannot_use_a_tool_its_spec_leaves_out_though_its_asker_and_pro
         openai_stream(["I could not make it."]),
         openai_stream(["The clerk may not make projects."]),
     )
-    top = wait_for_run(chat_send(user=alice, content="make Side", chat_id=chat.pk).run.pk, *FINISHED)
+    top = wait_for_run(chat_send(user=alice, content="make Side", chat_id=chat.pk).run.pk, *AgentRun.ENDED_STATUSES)
     [clerk] = AgentRun.objects.filter(root=top)
     [refused] = tool_steps(clerk)
     assert (refused.tool_name, refused.result["status"], refused.took_effect) == (
@@ -359,7 +357,7 @@ def test_eight_members_writing_long_answers_keep_the_tree_within_its_token_budge
     try:
         with assistant_settings_with(MAX_TOKENS_PER_RUN=budget, MAX_MODEL_CALLS=40, MAX_TOOL_CALLS=60):
             sent = chat_send(user=alice, content="eight reports", chat_id=asker_chat(alice).pk)
-        top = wait_for_run(sent.run.pk, *FINISHED, timeout=120)
+        top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=120)
     finally:
         del fake_openai.default_reply
     members = list(AgentRun.objects.filter(root=top))

@@ -31,7 +31,6 @@ from tests.conftest import WorkerProcess, wait_for, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 HOLDER = "test-holder"
 
 
@@ -255,8 +254,9 @@ def test_stop_the_moment_the_keeper_has_created_the_project_stops_the_whole_tree
 
     for index in range(TREES):
         top_id, stopped_at = asyncio.run(one_tree(index))
-        top = wait_for_run(top_id, *FINISHED, timeout=60)
-        runs = [top, *(wait_for_run(run.pk, *FINISHED, timeout=60) for run in AgentRun.objects.filter(root=top))]
+        top = wait_for_run(top_id, *AgentRun.ENDED_STATUSES, timeout=60)
+        runs = [top, *(wait_for_run(run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+                       for run in AgentRun.objects.filter(root=top))]
         assert (top.status, top.stop_reason) == ("cancelled", "cancelled"), (index, top.error)
         late_members = [(run.spec, run.status) for run in runs if run.created_at > stopped_at]
         assert late_members == [], f"tree {index}: members started after the Stop: {late_members}"

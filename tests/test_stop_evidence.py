@@ -25,7 +25,6 @@ from tests.testapp.models import Effect
 from tracker.models import Project
 
 DELETE = "tracker_project_delete"
-ENDED = ("succeeded", "failed", "cancelled", "timed_out")
 # The turn runs in this thread on the test's own transaction; the lease's heartbeat renews on a connection
 # of its own that cannot see it, so a lease longer than the test keeps it from giving the run up.
 LONG_LEASE = {"LEASE_SECONDS": 600}
@@ -215,7 +214,7 @@ def test_stop_sent_with_the_approval_is_never_ignored(
 
     run_ids = asyncio.run(scenario())
     for run_id, project in zip(run_ids, projects, strict=True):
-        run = wait_for_run(run_id, *ENDED)
+        run = wait_for_run(run_id, *AgentRun.ENDED_STATUSES)
         # A Stop that found the run working is a request to the worker; the run then never "succeeds".
         assert not (run.status == "succeeded" and run.cancel_requested), run_id
         assert run.status == "cancelled" or not run.cancel_requested

@@ -18,7 +18,6 @@ from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 
 
 def send(user: Any, text: str, model: str, **settings: Any) -> AgentRun:
@@ -34,7 +33,7 @@ def test_a_turn_with_three_tool_calls(alice: Any, celery_worker: WorkerProcess, 
                         {"name": "tracker_task_list", "arguments": {"search": "milk"}}]},
         {"text": "I recorded it and added “Buy milk” to Home."},
     )
-    run = wait_for_run(send(alice, "do three things", model).pk, *FINISHED)
+    run = wait_for_run(send(alice, "do three things", model).pk, *AgentRun.ENDED_STATUSES)
 
     assert run.status == "succeeded", run.error
     assert run.reply == "I recorded it and added “Buy milk” to Home."
@@ -84,7 +83,7 @@ def test_the_steps_so_far_are_on_the_record_while_the_model_works_on_its_next_an
     assert list(AgentStep.objects.filter(run=run).order_by("seq").values_list("kind", "state", "took_effect")) == [
         ("model_call", "finished", None), ("tool_call", "finished", True), ("tool_call", "finished", True),
     ]
-    run = wait_for_run(run.pk, *FINISHED)
+    run = wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.reply, run.model_calls, run.tool_calls) == ("succeeded", "Recorded both.", 2, 2)
     assert list(run.steps.order_by("seq").values_list("seq", flat=True)) == [1, 2, 3, 4]
     assert sorted(Effect.objects.filter(owner=alice).values_list("label", flat=True)) == ["one", "two"]
@@ -99,7 +98,7 @@ def test_a_validation_error_goes_back_to_the_model_which_repairs_its_call(
         {"tool_calls": [{"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Fixed"}}]},
         {"text": "Created."},
     )
-    run = wait_for_run(send(alice, "add a task", model).pk, *FINISHED)
+    run = wait_for_run(send(alice, "add a task", model).pk, *AgentRun.ENDED_STATUSES)
     first, second = run.steps.filter(kind="tool_call").order_by("seq")
     assert first.result["status"] == "invalid"
     assert "title" in first.result["data"]["errors"]
@@ -122,7 +121,7 @@ def test_each_limit_ends_the_run_with_its_reason(
     limits: dict[str, int], entries: int, status: str, stop_reason: str,
 ) -> None:
     calls = [{"tool_calls": [{"name": "test_record_effect", "arguments": {"label": f"n{i}"}}]} for i in range(entries)]
-    run = wait_for_run(send(alice, "x" * 200, script(*calls, {"text": "done"}), **limits).pk, *FINISHED)
+    run = wait_for_run(send(alice, "x" * 200, script(*calls, {"text": "done"}), **limits).pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == (status, stop_reason)
     assert "stopped" in run.error
     assert not AgentMessage.objects.filter(chat=run.chat, role="assistant").exists()
@@ -132,7 +131,7 @@ def test_the_third_identical_call_in_a_row_stops_the_run(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
     same = {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "again"}}]}
-    run = wait_for_run(send(alice, "loop", script(same, same, same, {"text": "never"})).pk, *FINISHED)
+    run = wait_for_run(send(alice, "loop", script(same, same, same, {"text": "never"})).pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == ("failed", "repeated_tool_call")
     assert Effect.objects.filter(label="again").count() == 2
 
@@ -141,7 +140,7 @@ def test_wall_time_ends_the_run_as_timed_out(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
     model = script({"tool_calls": [{"name": "test_wait", "arguments": {"seconds": 1.5}}]}, {"text": "late"})
-    run = wait_for_run(send(alice, "wait", model, MAX_WALL_SECONDS=1).pk, *FINISHED)
+    run = wait_for_run(send(alice, "wait", model, MAX_WALL_SECONDS=1).pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == ("timed_out", "wall_time")
     assert run.steps.filter(kind="tool_call", state="finished").count() == 1
 
@@ -161,7 +160,7 @@ def test_confirmation_approved_across_a_worker_restart(
 
     celery_worker.restart()  # nothing about the question lives in the worker
     run_confirm(user=alice, run_id=run.pk, step_id=pending.pk, approve=True)
-    run = wait_for_run(run.pk, *FINISHED)
+    run = wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.reply) == ("succeeded", "Deleted Home.")
     assert not Project.objects.filter(pk=home.pk).exists()
     pending.refresh_from_db()
@@ -179,7 +178,7 @@ def test_confirmation_denied_across_a_worker_restart_tells_the_model_and_changes
     run = wait_for_run(send(alice, "delete Home", model).pk, "awaiting_confirmation")
     celery_worker.restart()
     run_confirm(user=alice, run_id=run.pk, step_id=run.steps.get(state="awaiting_confirmation").pk, approve=False)
-    run = wait_for_run(run.pk, *FINISHED)
+    run = wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     assert run.status == "succeeded"
     declined = run.steps.get(kind="tool_call")
     assert declined.result["status"] == "declined" and declined.took_effect is False
@@ -195,7 +194,7 @@ def test_a_new_message_supersedes_a_pending_confirmation(
     second = send(alice, "actually, never mind", script({"text": "OK."}))
     first.refresh_from_db()
     assert (first.status, first.stop_reason) == ("cancelled", "superseded")
-    assert wait_for_run(second.pk, *FINISHED).status == "succeeded"
+    assert wait_for_run(second.pk, *AgentRun.ENDED_STATUSES).status == "succeeded"
     assert Project.objects.filter(pk=home.pk).exists()
 
 
@@ -226,7 +225,7 @@ def test_cancel_while_running_stops_at_the_next_step_and_keeps_the_steps(
     run = send(alice, "wait then record", model)
     wait_for(lambda: AgentStep.objects.filter(run=run, kind="tool_call", state="started").exists(), what="the tool")
     run_cancel(user=alice, run_id=run.pk)
-    run = wait_for_run(run.pk, *FINISHED)
+    run = wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == ("cancelled", "cancelled")
     assert run.steps.filter(kind="tool_call", tool_name="test_wait", state="finished").exists()
     assert not Effect.objects.filter(label="after").exists()

@@ -27,7 +27,6 @@ from tests.conftest import (
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 MODEL = "anthropic:fake-claude"
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 
 
 @pytest.fixture
@@ -104,8 +103,8 @@ def test_a_fresh_worker_process_has_the_configured_sdk_and_embedder_loaded_befor
 def test_a_fresh_workers_first_turn_is_as_quick_as_its_second(
     alice: Any, anthropic_worker: WorkerProcess, anthropic_server: FakeAnthropicServer
 ) -> None:
-    first = wait_for_run(send(alice, "hello").pk, *FINISHED, timeout=60)
-    second = wait_for_run(send(alice, "hello again").pk, *FINISHED, timeout=60)
+    first = wait_for_run(send(alice, "hello").pk, *AgentRun.ENDED_STATUSES, timeout=60)
+    second = wait_for_run(send(alice, "hello again").pk, *AgentRun.ENDED_STATUSES, timeout=60)
     assert (first.status, second.status) == ("succeeded", "succeeded"), (first.error, second.error)
     assert len(anthropic_server.requests) == 2
     # Against an instant local server a model call takes milliseconds once the SDK is loaded. Loading it

@@ -42,7 +42,6 @@ OUTCOMES: tuple[tuple[str, str, str], ...] = (
     (AgentRun.Status.AWAITING_CONFIRMATION, "awaiting confirmation", "#3949ab"),
     (AgentRun.Status.AWAITING_MEMBERS, "awaiting members", "#00838f"),
 )
-ENDED = (AgentRun.Status.SUCCEEDED, AgentRun.Status.FAILED, AgentRun.Status.TIMED_OUT, AgentRun.Status.CANCELLED)
 
 
 #: Which runs of a tree count (`?tree=`, the run list's own parameter): all, the top runs (what a person's
@@ -263,7 +262,7 @@ class Dashboard:
     @property
     def outcomes_shown(self) -> list[tuple[str, str, str]]:
         """The ways runs end, always; a run still going, when there is one."""
-        return [outcome for outcome in OUTCOMES if outcome[0] in ENDED or self.by_outcome[outcome[0]]]
+        return [outcome for outcome in OUTCOMES if outcome[0] in AgentRun.ENDED_STATUSES or self.by_outcome[outcome[0]]]
 
     @property
     def runs(self) -> int:
@@ -271,7 +270,7 @@ class Dashboard:
 
     @property
     def ended(self) -> int:
-        return sum(self.by_outcome[status] for status in ENDED)
+        return sum(self.by_outcome[status] for status in AgentRun.ENDED_STATUSES)
 
     @property
     def success_rate(self) -> float | None:

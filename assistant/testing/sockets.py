@@ -19,6 +19,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils.module_loading import import_string
 
+from assistant.infra import event_names
 from assistant.live.events import publisher, user_group
 
 #: Where `with_assistant` serves the assistant's socket.
@@ -28,6 +29,8 @@ SOCKET_PATH = "/ws/assistant/"
 ORIGIN = (b"origin", b"http://testserver")
 #: The type of the marker event `settle` publishes; a test that publishes its own may reuse it.
 SETTLED = "test.settled"
+#: The events after which a run says nothing more to the person: it answered, failed or was stopped.
+REPLY_ENDED = frozenset({event_names.REPLIED, event_names.REPLY_FAILED, event_names.CANCELLED})
 _marks = itertools.count(1)
 
 

@@ -22,7 +22,6 @@ from tests.faults.stack import Daphne, Socket, Valkey, Worker
 
 # Every connection the stack's processes open carries this name, so a test can end exactly those.
 APPLICATION_NAME = "assistant-fault-stack"
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 #: The fault stack's specs that hand work round, each with a script of its own.
 MEMBER_SPECS = ("fault-asker", "fault-member")
 
@@ -79,7 +78,7 @@ class Stack:
     def wait_for_run(self, run_id: int, timeout: float = 30) -> AgentRun:
         """The run once it has ended; if it does not end in time, the failure says which process died."""
         try:
-            return wait_for_run(run_id, *FINISHED, timeout=timeout)
+            return wait_for_run(run_id, *AgentRun.ENDED_STATUSES, timeout=timeout)
         except AssertionError as exc:
             dead = {child.name: child.exit_code() for child in self.children if not child.alive}
             raise AssertionError(f"{exc}\nprocesses dead: {dead}\n--- worker log ---\n"

@@ -23,8 +23,6 @@ from assistant.turn.journal import StepJournal
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.testapp.models import Effect
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
-
 
 def send(user: Any, text: str, model: str) -> AgentRun:
     with assistant_settings_with(MODEL=model):
@@ -53,7 +51,7 @@ def test_a_worker_that_lost_its_lease_during_a_tool_leaves_the_new_holders_recor
     wait_for(lambda: AgentStep.objects.filter(run=run, tool_name="test_wait", state="started").exists(),
              what="the first worker in its tool")
     take_over(run)
-    wait_for_run(run.pk, *FINISHED)
+    wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     celery_worker.wait_idle()  # the first execution woke up from its tool and did what it does
     run.refresh_from_db()
 
@@ -85,7 +83,7 @@ def test_a_worker_that_lost_its_lease_while_the_model_answered_writes_no_reply(
     wait_for(lambda: len(fake_openai.requests) == 1, what="the first worker's model call")
     take_over(run)
     wait_for(lambda: len(fake_openai.requests) == 2, what="the second holder's model call")
-    wait_for_run(run.pk, *FINISHED)
+    wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     celery_worker.wait_idle()
     run.refresh_from_db()
 

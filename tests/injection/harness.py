@@ -28,11 +28,10 @@ from django.db.models import Q
 from django.test import override_settings
 
 from assistant.models import AgentMemory, AgentRun, AgentStep
-from assistant.testing.sockets import connect, signed_in_client
+from assistant.testing.sockets import REPLY_ENDED, connect, signed_in_client
 from tests.injection.cases import AGUI, PANEL, Case, Script, World, world_build, world_clear
 from tracker.models import Comment, Project, Task
 
-ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}
 REPLIED = "assistant.replied"
 PLAN_TOOL = "assistant_plan"
 #: The tracker's tools that change something (its reads, and the plan, change nothing).
@@ -251,7 +250,7 @@ class Panel:
             top = int(sent["run_id"])
             while True:
                 event = self._next(lambda event: event["type"] == "assistant.confirm" or (
-                    event["type"] in ENDED and event.get("run_id") == top))
+                    event["type"] in REPLY_ENDED and event.get("run_id") == top))
                 if event["type"] != "assistant.confirm":
                     return str(event["type"]), top
                 step = event["step"]

@@ -20,14 +20,13 @@ from django.test import Client
 
 from assistant.access.authority import SentFrom
 from assistant.models import AgentRun
-from assistant.testing.sockets import connect, receive_until
+from assistant.testing.sockets import REPLY_ENDED, connect, receive_until
 from assistant.tools import Tool, tools_for
 from assistant.tools.describe import describe_call
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect
 from tracker.models import Comment, Project, Task
 
-ENDED = {"assistant.replied", "assistant.reply_failed", "assistant.cancelled"}
 SECRET = "Bob's secret plans"
 
 
@@ -41,13 +40,13 @@ def ask_then_decline(socket: WebsocketCommunicator) -> list[dict[str, Any]]:
     async def scenario() -> list[dict[str, Any]]:
         assert (await socket.connect())[0]
         await socket.send_json_to({"type": "assistant.send", "content": "delete that project"})
-        events = await receive_until(socket, ends_with("assistant.confirm", *ENDED))
+        events = await receive_until(socket, ends_with("assistant.confirm", *REPLY_ENDED))
         asked = events[-1]
         assert asked["type"] == "assistant.confirm", events
         step = asked["step"]
         await socket.send_json_to({"type": "assistant.confirm", "run_id": step["run_id"], "step_id": step["id"],
                                    "approve": False})
-        events += await receive_until(socket, ends_with(*ENDED))
+        events += await receive_until(socket, ends_with(*REPLY_ENDED))
         assert events[-1]["type"] == "assistant.replied", events[-1]
         await socket.disconnect()
         return events

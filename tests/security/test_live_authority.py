@@ -38,7 +38,6 @@ from tracker.models import Project
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 ORIGIN = b"http://127.0.0.1:8000"
-ENDED = ("succeeded", "failed", "cancelled", "timed_out")
 # The consumer re-checks its session every SESSION_CHECK_SECONDS (3 by default); "a few seconds". Three
 # periods is how long a test waits for a close the re-check makes: a bound on liveness, not on speed.
 CLOSE_WITHIN_SECONDS = 3 * float(assistant_settings.SESSION_CHECK_SECONDS)
@@ -384,7 +383,7 @@ def test_a_working_run_takes_no_further_action_once_the_person_logged_out(
 
     with assistant_settings_with(MODEL=model):
         asyncio.run(scenario())
-    run = wait_for_run(state["run_id"], *ENDED)
+    run = wait_for_run(state["run_id"], *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == ("cancelled", "session_ended"), run.error
     assert not Effect.objects.exists()
     assert not [result for result in tool_results(run, "test_record_effect") if result["took_effect"]]
@@ -403,7 +402,7 @@ def test_a_queued_run_whose_session_ended_does_nothing(
             run = chat_send(user=alice, content="record it",
                             sent_from=SentFrom(session_key=key, client_address=None, origin="")).run
             _expire_session(alice, key)
-        run = wait_for_run(run.pk, *ENDED)
+        run = wait_for_run(run.pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.stop_reason) == ("cancelled", "session_ended")
     assert run.model_calls == 0 and not run.steps.filter(kind="tool_call").exists()
     assert not Effect.objects.exists()

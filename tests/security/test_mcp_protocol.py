@@ -20,7 +20,6 @@ import base64
 import http.client
 import itertools
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -38,7 +37,6 @@ from hypothesis.control import currently_in_test_context
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create, token_revoke
 from assistant.models import AgentRun, AgentStep
-from tests.conftest import daphne_on_test_database
 from tracker.models import Project
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,12 +48,6 @@ META_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 ELICITS = {"elicitation": {"form": {}}}
 # A well-formed token that no one was ever given.
 UNKNOWN_TOKEN = "ast_AbCdEfGh_" + "x" * 43
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup: None, django_db_blocker: Any) -> Iterator[int]:
-    with daphne_on_test_database(django_db_blocker) as serving:
-        yield serving
 
 
 @dataclass

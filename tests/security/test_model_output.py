@@ -18,7 +18,6 @@ from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_s
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tests.testapp.models import Effect
 
-FINISHED = ("succeeded", "failed", "cancelled", "timed_out")
 RECORD = "test_record_effect"
 FIXED = {"name": RECORD, "arguments": {"label": "fixed"}}
 
@@ -49,7 +48,7 @@ def test_a_call_that_cannot_be_stored_is_answered_invalid_and_the_run_goes_on(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str], bad_call: dict[str, Any]
 ) -> None:
     model = script({"tool_calls": [bad_call]}, {"tool_calls": [FIXED]}, {"text": "Fixed it."})
-    run = wait_for_run(send(alice, "record something", model).pk, *FINISHED)
+    run = wait_for_run(send(alice, "record something", model).pk, *AgentRun.ENDED_STATUSES)
 
     assert (run.status, run.reply) == ("succeeded", "Fixed it."), (run.stop_reason, run.error)
     refused, fixed = tool_steps(run)
@@ -70,7 +69,7 @@ def test_nul_in_an_argument_is_refused_by_the_rule_every_channel_has_naming_the_
     """The rule MCP and the executor apply (assistant.tools.validation.nul_errors): the model is told which
     argument holds the NUL, as an invalid call, and nothing is done."""
     model = script({"tool_calls": [{"name": RECORD, "arguments": {"label": "milk\x00bread"}}]}, {"text": "Sorry."})
-    run = wait_for_run(send(alice, "record something", model).pk, *FINISHED)
+    run = wait_for_run(send(alice, "record something", model).pk, *AgentRun.ENDED_STATUSES)
 
     (refused,) = tool_steps(run)
     assert (refused.result["status"], refused.took_effect) == ("invalid", False)
@@ -85,7 +84,7 @@ def test_a_call_id_over_200_characters_runs_under_an_id_the_server_made(
 ) -> None:
     model = script({"tool_calls": [{"id": "x" * 300, "name": RECORD, "arguments": {"label": "long id"}}]},
                    {"text": "Recorded."})
-    run = wait_for_run(send(alice, "record it", model).pk, *FINISHED)
+    run = wait_for_run(send(alice, "record it", model).pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.reply) == ("succeeded", "Recorded."), run.error
     (step,) = tool_steps(run)
     assert 0 < len(step.call_id) <= 200 and step.result["status"] == "done"
@@ -97,7 +96,8 @@ def test_a_call_id_over_200_characters_runs_under_an_id_the_server_made(
 def test_text_with_nul_or_a_lone_surrogate_is_stored_with_replacement_characters(
     alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
 ) -> None:
-    run = wait_for_run(send(alice, "say something odd", script({"text": "one\x00two \ud800three"})).pk, *FINISHED)
+    sent = send(alice, "say something odd", script({"text": "one\x00two \ud800three"}))
+    run = wait_for_run(sent.pk, *AgentRun.ENDED_STATUSES)
     assert (run.status, run.reply) == ("succeeded", "one\ufffdtwo \ufffdthree"), run.error
     assert AgentMessage.objects.get(run=run, role="assistant").content == run.reply
 
@@ -113,7 +113,7 @@ def test_a_streamed_openai_answer_that_cannot_be_stored_is_corrected_and_the_run
         openai_stream([], [("call_good", RECORD, {"label": "fixed"})]),
         openai_stream(["Fixed ", "it."]),
     )
-    run = wait_for_run(send(alice, "record something", "openai:fake-gpt").pk, *FINISHED)
+    run = wait_for_run(send(alice, "record something", "openai:fake-gpt").pk, *AgentRun.ENDED_STATUSES)
 
     assert (run.status, run.reply) == ("succeeded", "Fixed it."), (run.stop_reason, run.error)
     refused, fixed = tool_steps(run)
