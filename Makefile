@@ -23,10 +23,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(PY) -m devstack run
 
-## The whole suite against the real services (Redis database 1, so it never shares queues with `make run`), in
-## one test process a core (at most 7; each has its own test database, Redis database and worker: see
-## tests/settings.py), a test file's tests in one process. TEST_PROCESSES=0 runs it in this process alone.
-TEST_PROCESSES ?= auto
+## The whole suite against the real services (Redis database 1, so it never shares queues with `make run`).
+## TEST_PROCESSES=auto runs it in one test process a core (at most 7; each has its own test database, Redis
+## database and worker: see tests/settings.py), a test file's tests in one process: 13 minutes instead of 25 on
+## two cores. One process stays the default until the browser tests are steady beside the others.
+TEST_PROCESSES ?= 0
 test: $(STAMP)
 	$(PY) -m devstack exec --redis-db 1 -- $(PY) -m pytest -n $(TEST_PROCESSES) --maxprocesses 7 --dist loadfile \
 		$(PYTEST_ARGS)

@@ -12,7 +12,7 @@ import pytest
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentRun, AgentStep
-from tests.test_mcp_endpoint import approve, call, decline, port, text_of  # noqa: F401 (port: the fixture)
+from tests.test_mcp_endpoint import approve, call, decline, text_of
 from tracker.models import Comment, Project, Task
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentRun, AgentStep
 from assistant.testing.sockets import connect, receive_until
-from tests.test_mcp_endpoint import approve, call, port, text_of  # noqa: F401 (port: the fixture)
+from tests.test_mcp_endpoint import approve, call, text_of
 from tracker.models import Comment, Project, Task
 
 pytestmark = pytest.mark.django_db(transaction=True)
