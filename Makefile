@@ -25,7 +25,7 @@ run: $(STAMP)
 
 ## The whole suite against the real services (Redis database 1, so it never shares queues with `make run`).
 ## TEST_PROCESSES=auto runs it in one test process a core (at most 7; each has its own test database, Redis
-## database and worker: see tests/settings.py), a test file's tests in one process: 13 minutes instead of 25 on
+## database and worker: see tests/settings.py), a test file's tests in one process: 13 minutes instead of 18 on
 ## two cores. One process stays the default until the browser tests are steady beside the others.
 TEST_PROCESSES ?= 0
 test: $(STAMP)
