@@ -72,6 +72,37 @@ def test_two_tabs_see_one_contiguous_count_across_the_web_process_and_the_worker
     asyncio.run(scenario())
 
 
+@pytest.mark.worker
+def test_a_message_is_announced_before_its_runs_first_event_even_by_a_web_process_slow_to_publish(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    """A busy web process's publishing thread may wait its turn longer than a worker takes to answer. Then
+    a first message's reply reached the panel before the message did: the panel, not yet knowing the new
+    chat, let the reply go by, and showed a message with no answer until a reload."""
+    model = script({"text": "Quick."})
+    sender, other_tab = connect(alice), connect(alice)
+
+    async def scenario() -> None:
+        for socket in (sender, other_tab):
+            assert (await socket.connect())[0]
+            await load(socket)
+        # This process's publishing thread held up, as a busy process holds it, for longer than the
+        # worker takes to answer a one-step run.
+        publisher._ensure_started().call_soon_threadsafe(time.sleep, 0.5)
+        with assistant_settings_with(MODEL=model):
+            await sender.send_json_to({"type": "assistant.send", "content": "hello", "new_chat": True})
+            seen = await asyncio.gather(*(receive_until(socket, lambda e: e["type"] in ENDED)
+                                          for socket in (sender, other_tab)))
+        for socket in (sender, other_tab):
+            await socket.disconnect()
+        for events in seen:
+            assert [event["type"] for event in events][0] == "assistant.sent", [e["type"] for e in events]
+            assert events[-1]["type"] == "assistant.replied"
+            assert numbered(events) == sorted(numbered(events))
+
+    asyncio.run(scenario())
+
+
 def test_a_socket_that_missed_an_event_sees_the_gap_and_a_reload_catches_up(alice: Any) -> None:
     chat = AgentChat.objects.create(owner=alice, title="Groceries")
     first, second = connect(alice), connect(alice)

@@ -24,7 +24,7 @@ from assistant.conversation.agent_calls import agent_call_answer
 from assistant.infra import event_names
 from assistant.infra.text import readable_text
 from assistant.infra.worker_queue import run_enqueue
-from assistant.live.events import publish_to_user, publisher
+from assistant.live.events import EVENT_SEQ_TIMEOUT_SECONDS, publish_to_user, publisher
 from assistant.live.payloads import (
     chat_payload,
     feedback_payload,
@@ -151,10 +151,15 @@ def chat_send(
         # Marks it the person's current chat (updated_at), and its newest activity is this message.
         chat.last_activity_at = message.created_at
         chat.save(update_fields=["title", "updated_at", "last_activity_at"])
-    # Enqueued first (both happen on commit, in this order), so the worker is on its way while the
-    # event goes out. The question rides along so the worker can embed it for recall at once.
-    run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
+    # Announced, and out (numbered and published), before the run is enqueued (all on commit, in this
+    # order): the run's events, which its worker numbers, then always follow `assistant.sent` on every
+    # socket. A busy web process's publishing thread can wait its turn longer than a quick run takes, and
+    # a first message's reply then came before the message, to a panel that did not know the chat yet.
+    # It costs the send one trip to Redis; a Redis that does not answer holds it up no longer than the
+    # count's own timeout. The question rides along so the worker can embed it for recall at once.
     run_sent_announce(run, chat, message, request_id=request_id)
+    transaction.on_commit(lambda: publisher.flush(timeout=EVENT_SEQ_TIMEOUT_SECONDS))
+    run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
     return Sent(chat=chat, message=message, run=run)
 
 

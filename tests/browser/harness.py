@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.conftest import PROJECT_DIR, WorkerProcess, daphne_on_test_database, the_only_worker
 
@@ -166,7 +167,29 @@ def ask(page: Any, text: str, *, within: str = "") -> None:
 
 def wait_for_replies(page: Any, count: int, *, within: str = "") -> None:
     selector = json.dumps((within + " " if within else "") + FINAL_REPLIES)
-    page.wait_for_function(f"document.querySelectorAll({selector}).length >= {count}")
+    try:
+        page.wait_for_function(f"document.querySelectorAll({selector}).length >= {count}")
+    except PlaywrightTimeoutError as timeout:
+        raise AssertionError(f"{timeout.message}\nThe panel showed {page.locator(selector[1:-1]).count()} of "
+                             f"{count} replies; the newest runs in the test database:\n{_newest_runs()}") from None
+
+
+def _newest_runs() -> str:
+    """Where a reply that never came got to, for the failure's message: a run the worker never took, one it
+    ended, or one it ended whose events the page never heard of."""
+    from django.utils import timezone
+
+    from assistant.models import AgentRun
+
+    now = timezone.now()
+    return "\n".join(
+        f"  run {run.pk} {run.status} {run.stop_reason or ''} created {(now - run.created_at).total_seconds():.1f}s"
+        f" ago, started {_ago(now, run.started_at)}, finished {_ago(now, run.finished_at)}"
+        for run in AgentRun.objects.order_by("-pk")[:5]) or "  none"
+
+
+def _ago(now: Any, moment: Any) -> str:
+    return f"{(now - moment).total_seconds():.1f}s ago" if moment else "never"
 
 
 def axe_violations(
