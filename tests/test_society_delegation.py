@@ -24,7 +24,7 @@ from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_s
 from assistant.testing.sockets import ORIGIN, REPLY_ENDED, connect, receive_until, signed_in_client
 from config.asgi import application
 from registry.models import AgentProfile
-from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
@@ -126,6 +126,10 @@ def test_a_members_approval_reaches_the_panel_naming_it_and_answers_only_its_ste
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "delete the old chore", "chat_id": chat.pk})
         asked = (await receive_until(tab, lambda e: e["type"] == "assistant.confirm", timeout=30))[-1]
+        # The run that asked pauses once it has handed the work over, which the member's question can beat.
+        await asyncio.to_thread(wait_for, lambda: AgentRun.objects.filter(
+            chat=chat, parent=None, status=AgentRun.Status.AWAITING_MEMBERS).exists(),
+            what="the asking run to wait for its member")
         # A reload in another tab shows the same question, from the member, nested in the tree.
         assert (await other_tab.connect())[0]
         await other_tab.send_json_to({"type": "assistant.load", "chat_id": chat.pk})
