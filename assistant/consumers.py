@@ -1,47 +1,42 @@
 """The live channel at /ws/assistant/: JSON events in both directions (see docs/protocol.md).
 
-The consumer only parses frames and calls one service or selector per event; every id a client sends
-is looked up among the person's own rows, so another person's id answers exactly like a missing one.
+The consumer only parses frames and calls one service or read per event (assistant/conversation/); every id
+a client sends is looked up among the person's own rows, so another person's id answers exactly like a missing
+one. What it calls runs on a database thread; the watch that closes the socket when its session ends without a
+signal is assistant/access/session_watch.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import weakref
 from typing import Any
 
-import kombu.exceptions
-import redis
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django import db
-from django.db import transaction
 
-from assistant.access.authority import SentFrom, SessionEnded, session_acts_as, session_ended_event, session_group
-from assistant.conf import assistant_settings
+from assistant.access.authority import SentFrom, SessionEnded, session_ended_event, session_group
+from assistant.access.session_watch import session_watch
 from assistant.conversation import services
 from assistant.conversation.frames import BadRequest, frame_flag, frame_id, frame_limit, frame_parse
+from assistant.conversation.reads import (
+    CHATS_LIMIT_DEFAULT,
+    CHATS_LIMIT_MAX,
+    LOAD_LIMIT_DEFAULT,
+    LOAD_LIMIT_MAX,
+    chat_state,
+    chats_listed,
+    page_answer,
+)
+from assistant.conversation.socket_send import UNAVAILABLE_ERRORS, chat_send_from_socket
 from assistant.infra import event_names
 from assistant.live import selectors
-from assistant.live.events import bounded, current_event_seq, user_group
-from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
-from assistant.page_context import BadPage, page_context, suggestions
-from assistant.plans.record import plan_payload
+from assistant.live.events import bounded, user_group
 
 logger = logging.getLogger(__name__)
 
 # 4401 mirrors HTTP 401 in the private close-code range so clients can tell "log in" from a crash: no
 # signed-in session at connect, or the session ended (logged out, expired, deactivated) while open.
 CLOSE_UNAUTHENTICATED = 4401
-# Pages of `assistant.load` (messages) and `assistant.chats` (chats): default and largest sizes.
-LOAD_LIMIT_DEFAULT, LOAD_LIMIT_MAX = 50, 200
-CHATS_LIMIT_DEFAULT, CHATS_LIMIT_MAX = 30, 100
-# What it takes to reach Redis (the broker and the channel layer) or PostgreSQL, failing.
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
-    kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-    db.OperationalError, db.InterfaceError, ConnectionError,
-)
 UNAVAILABLE = "The assistant is briefly unavailable. In a moment, reload to see what was done."
 UNAVAILABLE_SAVED = (
     "The assistant is briefly unavailable. Your message is saved and will be answered as soon as it is back."
@@ -54,167 +49,6 @@ class Unavailable(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-def _chat_send(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,
-               sent_from: SentFrom | None, page: str | None = None) -> dict[str, Any] | None:
-    """Store the message and its queued run, then start the run and announce it (services.chat_send).
-
-    When the rows are stored but Redis refuses what follows the commit (starting the run, announcing
-    it), returns the `assistant.sent` event for the sender's own socket: the message is kept, and the
-    sweeper starts its queued run once Redis is back. Returns None when everything went out.
-    """
-    # A message is an instruction to act as the person: only while the session it comes with is live.
-    # Checked here, in the same trip to the database thread as the send.
-    if sent_from is not None and not session_acts_as(sent_from.session_key, user.pk):
-        raise SessionEnded()
-    sent = None
-    try:
-        with transaction.atomic():  # so that what runs on commit fails here, after `sent` is known
-            sent = services.chat_send(user=user, content=content, chat_id=chat_id, new_chat=new_chat,
-                                      request_id=request_id, sent_from=sent_from, page=page)
-    except UNAVAILABLE_ERRORS:
-        if sent is None:
-            raise
-        logger.warning("Run %s is stored but could not be started now; the sweeper will start it", sent.run.pk,
-                       exc_info=True)
-        return run_event(event_names.SENT, sent.run, chat=chat_payload(sent.chat, latest=sent.message),
-                         message=message_payload(sent.message), run=run_payload(sent.run), request_id=request_id)
-    return None
-
-
-def _page_answer(user: Any, page: Any, chat_id: int | None, sent_from: SentFrom | None) -> dict[str, Any]:
-    """`assistant.page_context`: what the assistant sees of `page` (null: nothing) and what it suggests
-    there, under the spec of the chat `chat_id` (new chats' spec without it)."""
-    try:
-        seen = page_context(user, page, sent_from=sent_from) if page is not None else None
-    except BadPage as exc:
-        raise BadRequest("bad_page", str(exc)) from None
-    chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else None
-    spec = chat.spec if chat is not None else assistant_settings.SPEC
-    offered = [suggestion.as_data() for suggestion in suggestions(user, spec, seen)]
-    return {"type": event_names.PAGE_CONTEXT, "page": page,
-            "about": {"text": seen.about, "kind": seen.kind, "id": seen.id} if seen is not None else None,
-            "suggestions": offered}
-
-
-def _chat_state(user: Any, chat_id: int | None, *, before: int | None = None, limit: int = LOAD_LIMIT_DEFAULT,
-                with_steps: bool = False) -> dict[str, Any]:
-    """`assistant.messages_loaded`: the chat (the current one without `chat_id`), the newest `limit`
-    messages older than the message `before` (the newest overall without it), its active run and that
-    run's steps and pending question; with `with_steps`, also the runs of the returned messages and
-    their steps; and `event_seq`, the person's count of events read before the database, so every event
-    numbered up to it is in the answer (where a client's count starts)."""
-    event_seq = current_event_seq(user.pk)
-    chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
-    if chat is None:
-        state: dict[str, Any] = {"type": event_names.MESSAGES_LOADED, "chat": None, "messages": [],
-                                 "active_run": None, "steps": [], "members": [], "plan": None,
-                                 "pending_confirmation": None,
-                                 "has_more": False, "before": before, "event_seq": event_seq}
-        if with_steps:
-            state["runs"] = []
-        return state
-    page = selectors.chat_messages_page(chat=chat, before=before, limit=limit, with_steps=with_steps)
-    run = selectors.chat_active_run(chat=chat)
-    members = selectors.run_members(run=run) if run is not None else []
-    pending = selectors.tree_pending_confirmation(run=run, members=members) if run is not None else None
-    plans = selectors.runs_plans(run_ids=[r.pk for r in (run, *members)] if run is not None else [])
-    # The newest page ends with the chat's newest message: no second look for the chat's preview.
-    latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
-    state = {
-        "type": event_names.MESSAGES_LOADED,
-        "chat": chat_payload(chat, **latest),
-        "messages": [message_payload(message) for message in page.messages],
-        "has_more": page.has_more,
-        "before": before,
-        "active_run": run_payload(run) if run is not None else None,
-        "steps": [step_payload(step) for step in selectors.run_steps(run=run)] if run is not None else [],
-        # The members the active run asked, each with its steps (and plan): nested under the step that asked it.
-        "members": [{**run_payload(member), "steps": [step_payload(step) for step in selectors.run_steps(run=member)],
-                     "plan": _plan_or_none(plans.get(member.pk))} for member in members],
-        # The plan the active run follows (its newest revision), if it made one.
-        "plan": _plan_or_none(plans.get(run.pk)) if run is not None else None,
-        "pending_confirmation": step_payload(pending) if pending is not None else None,
-        "event_seq": event_seq,
-    }
-    if with_steps:
-        past_plans = selectors.runs_plans(run_ids=[past.pk for past in page.runs])
-        state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]],
-                          "plan": _plan_or_none(past_plans.get(past.pk))} for past in page.runs]
-    return state
-
-
-def _plan_or_none(plan: Any) -> dict[str, Any] | None:
-    return plan_payload(plan) if plan is not None else None
-
-
-def _chats_listed(user: Any, *, before: int | None, limit: int) -> dict[str, Any]:
-    page = selectors.chats_list(user=user, before=before, limit=limit)
-    return {
-        "type": event_names.CHATS_LISTED,
-        "chats": [chat_payload(chat, latest=page.latest.get(chat.pk)) for chat in page.chats],
-        "has_more": page.has_more,
-    }
-
-
-class SessionWatch:
-    """Re-checks the sessions of every socket of one event loop (a daphne process has one), together:
-    each distinct session once per `SESSION_CHECK_SECONDS`, in one trip to a database thread. It notices
-    what sends no signal — expiry, a deleted session, a changed password, a deactivated user.
-
-    One watcher per socket cost an idle daphne a tenth of a core with 200 sockets open (two queries and a
-    thread hop per socket every few seconds); a person's tabs share their session, and now its check."""
-
-    def __init__(self) -> None:
-        self.sockets: dict[tuple[str, Any], set[AssistantConsumer]] = {}
-        self._task: asyncio.Task[None] | None = None
-
-    def add(self, consumer: AssistantConsumer) -> None:
-        self.sockets.setdefault((consumer.sent_from.session_key, consumer.user.pk), set()).add(consumer)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._watch())
-
-    def discard(self, consumer: AssistantConsumer) -> None:
-        sent_from, user = getattr(consumer, "sent_from", None), getattr(consumer, "user", None)
-        if sent_from is None or user is None:
-            return
-        key = (sent_from.session_key, user.pk)
-        sockets = self.sockets.get(key)
-        if sockets is not None:
-            sockets.discard(consumer)
-            if not sockets:
-                del self.sockets[key]
-
-    async def _watch(self) -> None:
-        while self.sockets:
-            await asyncio.sleep(float(assistant_settings.SESSION_CHECK_SECONDS))
-            watched = list(self.sockets)
-            try:
-                live = await database_sync_to_async(_sessions_live)(watched)
-            except Exception:  # a database hiccup is not a logout: keep the sockets and look again later
-                logger.warning("Could not re-check the sessions of %s sockets", len(watched), exc_info=True)
-                continue
-            for key in watched:
-                if not live[key]:
-                    for consumer in list(self.sockets.pop(key, ())):
-                        asyncio.ensure_future(consumer._end_session())
-
-
-def _sessions_live(keys: list[tuple[str, Any]]) -> dict[tuple[str, Any], bool]:
-    return {key: session_acts_as(*key) for key in keys}
-
-
-# One per event loop: a test's loop ends with the test, and a task of a closed loop never runs again.
-_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SessionWatch] = weakref.WeakKeyDictionary()
-
-
-def _session_watch() -> SessionWatch:
-    loop = asyncio.get_running_loop()
-    watch = _watches.get(loop)
-    if watch is None:
-        watch = _watches[loop] = SessionWatch()
-    return watch
 
 
 class AssistantConsumer(AsyncJsonWebsocketConsumer):
@@ -232,7 +66,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
-        _session_watch().add(self)
+        session_watch().add(self)
         # Runs from the person's sessions that ended unobserved stop before this tab loads them.
         try:
             await database_sync_to_async(services.ended_sessions_runs_end)(user=user)
@@ -240,7 +74,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             logger.warning("Could not end the runs of a person's ended sessions", exc_info=True)
 
     async def disconnect(self, code: int) -> None:
-        _session_watch().discard(self)
+        session_watch().discard(self)
         await self._leave_groups()
 
     async def _leave_groups(self) -> None:
@@ -262,7 +96,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         if self.session_ended:
             return
         self.session_ended = True
-        _session_watch().discard(self)
+        session_watch().discard(self)
         await self._leave_groups()
         await self.send_json(session_ended_event())
         await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -335,7 +169,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         # The event_names.SENT event reaches every socket of this person through the group; when Redis
         # is out of reach, this socket gets it directly, then the reason nothing follows yet.
         try:
-            stored = await database_sync_to_async(_chat_send)(
+            stored = await database_sync_to_async(chat_send_from_socket)(
                 self.user, content=text, chat_id=chat_id, new_chat=new_chat, request_id=content.get("request_id"),
                 sent_from=self.sent_from, page=content.get("page"),
             )
@@ -348,7 +182,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_page(self, content: dict[str, Any]) -> None:
         chat_id = frame_id(content, "chat_id", required=False)
-        answer = await database_sync_to_async(_page_answer)(self.user, content.get("page"), chat_id, self.sent_from)
+        answer = await database_sync_to_async(page_answer)(self.user, content.get("page"), chat_id, self.sent_from)
         await self.send_json({**answer, "request_id": content.get("request_id")})
 
     async def on_cancel(self, content: dict[str, Any]) -> None:
@@ -388,7 +222,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"before" needs the "chat_id" of the chat being paged.')
         limit = frame_limit(content, default=LOAD_LIMIT_DEFAULT, maximum=LOAD_LIMIT_MAX)
         with_steps = frame_flag(content, "steps")
-        state = await database_sync_to_async(_chat_state)(self.user, chat_id, before=before, limit=limit,
+        state = await database_sync_to_async(chat_state)(self.user, chat_id, before=before, limit=limit,
                                                           with_steps=with_steps)
         state["request_id"] = content.get("request_id")
         await self.send_json(state)
@@ -396,7 +230,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
     async def on_chats(self, content: dict[str, Any]) -> None:
         before = frame_id(content, "before", required=False)
         limit = frame_limit(content, default=CHATS_LIMIT_DEFAULT, maximum=CHATS_LIMIT_MAX)
-        listed = await database_sync_to_async(_chats_listed)(self.user, before=before, limit=limit)
+        listed = await database_sync_to_async(chats_listed)(self.user, before=before, limit=limit)
         listed["request_id"] = content.get("request_id")
         await self.send_json(listed)
 

@@ -1,4 +1,4 @@
-"""The translator of the AG-UI endpoint alone (assistant/agui/translate.py): rows and deltas in, the protocol's
+"""The translator of the AG-UI endpoint alone (assistant/agui/translate/): rows and deltas in, the protocol's
 events out, in the orders a stream meets them. No database, no worker: the endpoint's tests through daphne
 (tests/test_agui_endpoint.py) hold the whole; these hold the orderings a live run produces only by chance,
 such as a read of the rows that overtakes the deltas of the text it records."""

@@ -39,7 +39,8 @@ from django.db import close_old_connections, connections, transaction
 
 from assistant.access.authority import SentFrom
 from assistant.agui.models import AguiRun
-from assistant.agui.translate import as_json, call_id, msg_id, result_id, subagent_id, waiting_steps
+from assistant.agui.translate.interrupts import waiting_steps
+from assistant.agui.translate.wire import as_json, call_id, msg_id, result_id, subagent_id
 from assistant.conversation import services
 from assistant.conversation.services import Refused
 from assistant.live import selectors

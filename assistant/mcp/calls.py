@@ -49,7 +49,8 @@ from assistant.runs.model_output import storable_json
 from assistant.runs.rows import write_together
 from assistant.tools import Tool
 from assistant.tools.describe import describe_call
-from assistant.tools.executor import ToolOutcome, execute_tool
+from assistant.tools.executor import execute_tool
+from assistant.tools.outcome import ToolOutcome
 from assistant.tools.provenance import merge
 
 #: What a run's `model` says for a call the person's own agent made: no model of this site took part.

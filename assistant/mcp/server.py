@@ -53,8 +53,8 @@ from assistant.mcp.tokens import TOKEN_PREFIX, TokenRefused, token_authenticate
 from assistant.models import AgentStep
 from assistant.tools import Tool, tools_for
 from assistant.tools.declarations import ReadTool, ViewTool
-from assistant.tools.executor import invalid_arguments
 from assistant.tools.offer import parameters_of
+from assistant.tools.outcome import invalid_arguments
 from assistant.tools.registry import registry
 from assistant.tools.validation import nul_errors
 from assistant.turn.confirmation import containment_card

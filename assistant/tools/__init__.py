@@ -8,8 +8,9 @@ offer with `tools_for(user, spec)`; run with `execute_tool(user, name, args)`.
 from __future__ import annotations
 
 from assistant.tools.declarations import ReadTool, ViewTool, readable, tool
-from assistant.tools.executor import STATUSES, ToolOutcome, execute_tool
+from assistant.tools.executor import execute_tool
 from assistant.tools.offer import PROFILES, PermissionProfile, Tool, ToolScope, resolve_scope, tools_for
+from assistant.tools.outcome import STATUSES, ToolOutcome
 from assistant.tools.provenance import authored
 from assistant.tools.registry import (
     AlreadyRegistered,

@@ -1,7 +1,7 @@
 """What can be proved, without running it, about how a view tool's view answers.
 
-The executor reads an outcome from the response: a redirect, JSON, form errors, or the declared
-`fields=` of the object(s) a TemplateResponse carries. A page rendered with `render()` carries none of
+The executor reads an outcome from the response (assistant/tools/outcome.py): a redirect, JSON, form errors,
+or the declared `fields=` of the object(s) a TemplateResponse carries. A page rendered with `render()` carries none of
 these, so the model gets no answer (and a write is rolled back). The system checks use this module to
 say so before anyone calls the tool — but only where it is a proof: a view that answers through a
 helper, under a decorator of the site's own, or with a method it overrides is left alone, because a
@@ -30,7 +30,7 @@ from django.views.generic.list import BaseListView
 
 from assistant.tools.declarations import ViewTool
 
-# How to fix a tool whose answer cannot be read: in the executor's logged warning and the checks' hints.
+# How to fix a tool whose answer cannot be read: in the warning outcome.py logs and the checks' hints.
 READ_FIX = ("return a TemplateResponse (or a ListView/DetailView) with the object(s) in its context as 'object' "
             "or 'object_list' and declare @tool(fields=[...]) with the fields the assistant may see, return a "
             "JsonResponse, or declare a readable(Model, fields=..., scope=...) read instead")

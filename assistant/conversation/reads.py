@@ -1,0 +1,100 @@
+"""What the panel loads of a person's chats, each as the event that answers its request: a chat's state
+(`assistant.load`), the list of chats (`assistant.chats`), and what the assistant sees of a page and suggests
+there (`assistant.page`).
+
+Each is one synchronous call for a database thread (the socket's consumer wraps it for its event loop). They
+live here, above `live/`, because a chat's state carries its runs' plans, which `live/` may not import.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assistant.access.authority import SentFrom
+from assistant.conf import assistant_settings
+from assistant.conversation.frames import BadRequest
+from assistant.infra import event_names
+from assistant.live import selectors
+from assistant.live.events import current_event_seq
+from assistant.live.payloads import chat_payload, message_payload, run_payload, step_payload
+from assistant.page_context import BadPage, page_context, suggestions
+from assistant.plans.record import plan_payload
+
+# Pages of `assistant.load` (messages) and `assistant.chats` (chats): default and largest sizes.
+LOAD_LIMIT_DEFAULT, LOAD_LIMIT_MAX = 50, 200
+CHATS_LIMIT_DEFAULT, CHATS_LIMIT_MAX = 30, 100
+
+
+def page_answer(user: Any, page: Any, chat_id: int | None, sent_from: SentFrom | None) -> dict[str, Any]:
+    """`assistant.page_context`: what the assistant sees of `page` (null: nothing) and what it suggests
+    there, under the spec of the chat `chat_id` (new chats' spec without it)."""
+    try:
+        seen = page_context(user, page, sent_from=sent_from) if page is not None else None
+    except BadPage as exc:
+        raise BadRequest("bad_page", str(exc)) from None
+    chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else None
+    spec = chat.spec if chat is not None else assistant_settings.SPEC
+    offered = [suggestion.as_data() for suggestion in suggestions(user, spec, seen)]
+    return {"type": event_names.PAGE_CONTEXT, "page": page,
+            "about": {"text": seen.about, "kind": seen.kind, "id": seen.id} if seen is not None else None,
+            "suggestions": offered}
+
+
+def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, limit: int = LOAD_LIMIT_DEFAULT,
+                with_steps: bool = False) -> dict[str, Any]:
+    """`assistant.messages_loaded`: the chat (the current one without `chat_id`), the newest `limit`
+    messages older than the message `before` (the newest overall without it), its active run and that
+    run's steps and pending question; with `with_steps`, also the runs of the returned messages and
+    their steps; and `event_seq`, the person's count of events read before the database, so every event
+    numbered up to it is in the answer (where a client's count starts)."""
+    event_seq = current_event_seq(user.pk)
+    chat = selectors.chat_get(user=user, chat_id=chat_id) if chat_id is not None else selectors.chat_current(user=user)
+    if chat is None:
+        state: dict[str, Any] = {"type": event_names.MESSAGES_LOADED, "chat": None, "messages": [],
+                                 "active_run": None, "steps": [], "members": [], "plan": None,
+                                 "pending_confirmation": None,
+                                 "has_more": False, "before": before, "event_seq": event_seq}
+        if with_steps:
+            state["runs"] = []
+        return state
+    page = selectors.chat_messages_page(chat=chat, before=before, limit=limit, with_steps=with_steps)
+    run = selectors.chat_active_run(chat=chat)
+    members = selectors.run_members(run=run) if run is not None else []
+    pending = selectors.tree_pending_confirmation(run=run, members=members) if run is not None else None
+    plans = selectors.runs_plans(run_ids=[r.pk for r in (run, *members)] if run is not None else [])
+    # The newest page ends with the chat's newest message: no second look for the chat's preview.
+    latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
+    state = {
+        "type": event_names.MESSAGES_LOADED,
+        "chat": chat_payload(chat, **latest),
+        "messages": [message_payload(message) for message in page.messages],
+        "has_more": page.has_more,
+        "before": before,
+        "active_run": run_payload(run) if run is not None else None,
+        "steps": [step_payload(step) for step in selectors.run_steps(run=run)] if run is not None else [],
+        # The members the active run asked, each with its steps (and plan): nested under the step that asked it.
+        "members": [{**run_payload(member), "steps": [step_payload(step) for step in selectors.run_steps(run=member)],
+                     "plan": _plan_or_none(plans.get(member.pk))} for member in members],
+        # The plan the active run follows (its newest revision), if it made one.
+        "plan": _plan_or_none(plans.get(run.pk)) if run is not None else None,
+        "pending_confirmation": step_payload(pending) if pending is not None else None,
+        "event_seq": event_seq,
+    }
+    if with_steps:
+        past_plans = selectors.runs_plans(run_ids=[past.pk for past in page.runs])
+        state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]],
+                          "plan": _plan_or_none(past_plans.get(past.pk))} for past in page.runs]
+    return state
+
+
+def _plan_or_none(plan: Any) -> dict[str, Any] | None:
+    return plan_payload(plan) if plan is not None else None
+
+
+def chats_listed(user: Any, *, before: int | None, limit: int) -> dict[str, Any]:
+    page = selectors.chats_list(user=user, before=before, limit=limit)
+    return {
+        "type": event_names.CHATS_LISTED,
+        "chats": [chat_payload(chat, latest=page.latest.get(chat.pk)) for chat in page.chats],
+        "has_more": page.has_more,
+    }

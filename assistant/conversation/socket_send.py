@@ -1,0 +1,55 @@
+"""A message sent from the panel's socket: stored only while the session it came with still signs its person
+in, and kept when Redis fails after the commit, the sender being told so on their own socket.
+
+The socket's consumer runs this on a database thread; the session check rides on the same trip as the send.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kombu.exceptions
+import redis
+from django import db
+from django.db import transaction
+
+from assistant.access.authority import SentFrom, SessionEnded, session_acts_as
+from assistant.conversation import services
+from assistant.infra import event_names
+from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload
+
+logger = logging.getLogger(__name__)
+
+# What it takes to reach Redis (the broker and the channel layer) or PostgreSQL, failing.
+UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
+    kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+    db.OperationalError, db.InterfaceError, ConnectionError,
+)
+
+
+def chat_send_from_socket(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,
+                          sent_from: SentFrom | None, page: str | None = None) -> dict[str, Any] | None:
+    """Store the message and its queued run, then start the run and announce it (services.chat_send).
+
+    When the rows are stored but Redis refuses what follows the commit (starting the run, announcing
+    it), returns the `assistant.sent` event for the sender's own socket: the message is kept, and the
+    sweeper starts its queued run once Redis is back. Returns None when everything went out.
+    """
+    # A message is an instruction to act as the person: only while the session it comes with is live.
+    # Checked here, in the same trip to the database thread as the send.
+    if sent_from is not None and not session_acts_as(sent_from.session_key, user.pk):
+        raise SessionEnded()
+    sent = None
+    try:
+        with transaction.atomic():  # so that what runs on commit fails here, after `sent` is known
+            sent = services.chat_send(user=user, content=content, chat_id=chat_id, new_chat=new_chat,
+                                      request_id=request_id, sent_from=sent_from, page=page)
+    except UNAVAILABLE_ERRORS:
+        if sent is None:
+            raise
+        logger.warning("Run %s is stored but could not be started now; the sweeper will start it", sent.run.pk,
+                       exc_info=True)
+        return run_event(event_names.SENT, sent.run, chat=chat_payload(sent.chat, latest=sent.message),
+                         message=message_payload(sent.message), run=run_payload(sent.run), request_id=request_id)
+    return None
