@@ -21,8 +21,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-import kombu.exceptions
-import redis
 from ag_ui.core import (
     PROTOCOL_VERSION,
     MessagesSnapshotEvent,
@@ -34,12 +32,12 @@ from ag_ui.core import (
 )
 from ag_ui.encoder import EventEncoder
 from channels.layers import get_channel_layer
-from django import db
 
 from assistant.agui.runs import Begun, Caller, begin, in_db_thread, messages_snapshot, tree_state
 from assistant.agui.translate import SnapshotHere, Translator
 from assistant.conversation.services import Refused
 from assistant.infra import event_names
+from assistant.infra.outage import UNAVAILABLE_ERRORS
 from assistant.live.events import user_group
 from assistant.live.selectors import NotFound
 from assistant.models import AgentChat
@@ -49,11 +47,6 @@ logger = logging.getLogger(__name__)
 #: With nothing to say for this long, the stream sends an SSE comment (proxies keep it open) and reads the
 #: tree's rows again (what a lost event would have said).
 QUIET_SECONDS = 10.0
-#: What it takes to reach Redis (the broker and the channel layer) or PostgreSQL, failing.
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
-    kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-    db.OperationalError, db.InterfaceError, ConnectionError,
-)
 UNAVAILABLE = "The assistant is briefly unavailable; in a moment, post the same runId again to see what was done."
 #: The panel's events that change nothing the rows say: the streamed text is relayed, a plan forwarded.
 _RELAYED = frozenset({event_names.TEXT_DELTA, event_names.PLAN})

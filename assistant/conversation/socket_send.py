@@ -9,23 +9,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import kombu.exceptions
-import redis
-from django import db
 from django.db import transaction
 
 from assistant.access.authority import SentFrom, SessionEnded, session_acts_as
 from assistant.conversation import services
 from assistant.infra import event_names
+from assistant.infra.outage import UNAVAILABLE_ERRORS
 from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload
 
 logger = logging.getLogger(__name__)
 
-# What it takes to reach Redis (the broker and the channel layer) or PostgreSQL, failing.
-UNAVAILABLE_ERRORS: tuple[type[BaseException], ...] = (
-    kombu.exceptions.OperationalError, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
-    db.OperationalError, db.InterfaceError, ConnectionError,
-)
 
 
 def chat_send_from_socket(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,
