@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from assistant.infra.redis_connection import redis_client
 from assistant.live.events import event_seq_key, publisher, user_group
 from assistant.testing.sockets import SETTLED
@@ -15,6 +17,13 @@ from tracker.models import Project, Task
 # The fixtures `page` and `site_url` (one Chromium per module; daphne on the test database with the site's
 # default model, the offline demo model) and the helpers come from tests/browser/harness.py.
 pytestmark = BROWSER_MARKS
+
+
+@pytest.fixture(scope="module")
+def site_model() -> None:
+    """The site's own model answers, the offline demo model, wherever this module sits (tests/browser/'s
+    conftest gives its modules a scripted one)."""
+    return None
 
 
 def test_a_person_asks_the_docked_assistant_and_approves_a_deletion(

@@ -16,9 +16,8 @@ from pgvector.django import CosineDistance
 
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.models import AgentMemory
+from tests.conftest import PROJECT_DIR
 from tests.fake_embeddings_server import FakeEmbeddingsServer
-
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 def cosine(a: list[float], b: list[float]) -> float:

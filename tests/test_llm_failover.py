@@ -9,7 +9,6 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import redis
@@ -25,8 +24,8 @@ from assistant.testing.providers import (
     openai_stream,
     provider_settings,
 )
+from tests.conftest import PROJECT_DIR
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 HELLO = [Message.user("hello")]
 
 

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.browser.harness import BROWSER_MARKS, log_in
 from tests.conftest import PROJECT_DIR, WorkerProcess
 from tracker.models import Project
 
 pytestmark = BROWSER_MARKS
+
+
+@pytest.fixture(scope="module")
+def site_model() -> None:
+    """The site's own model answers, the offline demo model, wherever this module sits (tests/browser/'s
+    conftest gives its modules a scripted one)."""
+    return None
+
 
 SUGGESTIONS = "#assistant-dock [data-assistant-suggestions]"
 

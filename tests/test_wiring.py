@@ -22,9 +22,16 @@ from django.test import Client
 from django.urls import path
 
 from assistant.asgi import with_assistant
-from tests.conftest import _tail, _test_database_url, stop_every_sweeper, stop_process, wait_for, wait_for_run
+from tests.conftest import (
+    PROJECT_DIR,
+    _tail,
+    _test_database_url,
+    stop_every_sweeper,
+    stop_process,
+    wait_for,
+    wait_for_run,
+)
 
-PROJECT_DIR = Path(__file__).resolve().parent.parent
 GOOD_ORIGIN = (b"origin", b"http://127.0.0.1:8000")
 FOREIGN_ORIGIN = (b"origin", b"https://evil.example")
 
