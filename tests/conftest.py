@@ -29,7 +29,7 @@ from devstack.commands import daphne_command
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 # The browser fixtures (Chromium, daphne on the test database, the scripted model's script), for
-# tests/test_browser.py and tests/browser/.
+# tests/browser/test_conversation_browser.py and tests/browser/.
 pytest_plugins = ["tests.browser.harness"]
 
 
