@@ -28,8 +28,8 @@ from devstack.commands import daphne_command
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
-# The browser fixtures (Chromium, daphne on the test database, the scripted model's script), for
-# tests/browser/test_conversation_browser.py and tests/browser/.
+# The browser fixtures (Chromium, daphne on the test database, the scripted model's script): for tests/browser/,
+# and for the browser test the security suite keeps with the rest of its case (tests/security/test_events_bounded.py).
 pytest_plugins = ["tests.browser.harness"]
 
 

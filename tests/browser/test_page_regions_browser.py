@@ -4,22 +4,12 @@ reload, and keeps the reader's focus and scroll position."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from tests.conftest import daphne_on_test_database
+from tests.browser.harness import BROWSER_MARKS, log_in
 from tracker.models import Project
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not CHROMIUM and not os.environ.get("CI"), reason="Debian's chromium is not installed"),
-]
+pytestmark = BROWSER_MARKS
 
 CHANGED = (
     "document.body.dispatchEvent(new CustomEvent('assistant:changed', "
@@ -27,35 +17,14 @@ CHANGED = (
 )
 
 
-@pytest.fixture
-def browser_page(django_db_blocker: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
-    from playwright.sync_api import sync_playwright
-
-    assert CHROMIUM, "Chromium is needed for the browser tests: apt-get install chromium"
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # the test's ORM calls beside Playwright's loop
-    with daphne_on_test_database(django_db_blocker) as port, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run"],
-        )
-        page = browser.new_page(viewport={"width": 1000, "height": 500})
-        page.set_default_timeout(20_000)
-        yield page, f"http://127.0.0.1:{port}"
-        browser.close()
-
-
 def test_the_project_list_shows_a_new_project_after_assistant_changed_without_a_reload(
-    browser_page: tuple[Any, str], alice: Any
+    page: Any, site_url: str, alice: Any
 ) -> None:
-    page, site_url = browser_page
+    # Short enough that twelve projects scroll, so that keeping the scroll position means something.
+    page.set_viewport_size({"width": 1000, "height": 500})
     for number in range(12):
         Project.objects.create(owner=alice, name=f"Project {number:02d}")
-    page.goto(site_url + "/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(site_url + "/")
+    log_in(page, site_url, "alice")
     page.goto(site_url + "/tracker/")
     page.evaluate("window.notReloaded = true")
     focused = f"project-{Project.objects.get(name='Project 11').pk}-link"
