@@ -119,7 +119,8 @@ def test_the_socket_is_opened_on_the_hosts_asgi_application() -> None:
 
 def test_the_package_imports_nothing_heavy_until_the_socket_module_is_asked_for() -> None:
     # A host imports the assistant in every process; channels' and asgiref's testing tools belong in tests.
-    probe = ("import sys, assistant, assistant.testing, assistant.testing.scripted, assistant.testing.providers; "
+    probe = ("import sys, assistant, assistant.testing, assistant.testing.scripted, assistant.testing.providers, "
+             "assistant.testing.worker; "
              "print(sorted(name for name in sys.modules if name.split('.')[0] in {'channels', 'asgiref', 'django'}))")
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_DIR, capture_output=True, text=True,
                             check=True).stdout

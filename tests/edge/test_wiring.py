@@ -22,12 +22,11 @@ from django.test import Client
 from django.urls import path
 
 from assistant.asgi import with_assistant
+from assistant.testing.worker import WorkerProcess
 from tests.conftest import (
     PROJECT_DIR,
-    _tail,
     _test_database_url,
     stop_every_sweeper,
-    stop_process,
     wait_for,
     wait_for_run,
 )
@@ -164,22 +163,19 @@ def test_the_standard_celery_app_of_any_project_runs_turns_and_the_sweeper(
     (package / "celery.py").write_text(textwrap.dedent(HOST_CELERY))
     env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings",
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(PROJECT_DIR)])}
-    log_path = tmp_path / "worker.log"
-    with log_path.open("wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "theirproject", "worker", "--loglevel", "INFO", "--concurrency", "1",
-             "--hostname", f"their-worker-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
-            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+    # Started as a host project's tests start theirs (assistant.testing.worker), from the project's own folder.
+    worker = WorkerProcess("theirproject", env, f"their-worker-{os.getpid()}", tmp_path / "worker.log", cwd=tmp_path,
+                           concurrency=1)
+    worker.start()
     try:
-        wait_for(lambda: redis_client().exists(SWEEPER_HEARTBEAT_KEY) or worker.poll() is not None,
+        wait_for(lambda: redis_client().exists(SWEEPER_HEARTBEAT_KEY) or not worker.alive,
                  timeout=30, what="the host worker's first sweep")
-        assert worker.poll() is None, _tail(log_path)
+        assert worker.alive, worker.log_tail()
         assert "assistant.W022" not in {message.id for message in run_checks()}
 
         with assistant_settings_with(MODEL=script({"text": "Done by their worker."})):
             sent = chat_send(user=alice, content="hello")
         run = wait_for_run(sent.run.pk, "succeeded", "failed", timeout=30)
-        assert (run.status, run.reply) == ("succeeded", "Done by their worker."), _tail(log_path)
+        assert (run.status, run.reply) == ("succeeded", "Done by their worker."), worker.log_tail()
     finally:
-        stop_process(worker)
+        worker.stop()

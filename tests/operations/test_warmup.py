@@ -20,6 +20,7 @@ from tests.conftest import (
     WorkerProcess,
     _test_database_url,
     assistant_settings_with,
+    site_worker,
     stop_every_sweeper,
     wait_for_run,
 )
@@ -45,8 +46,8 @@ def anthropic_worker(anthropic_server: FakeAnthropicServer, django_db_blocker: A
     env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.settings",
            "ASSISTANT_MODEL": MODEL, "ANTHROPIC_BASE_URL": anthropic_server.base_url,
            "ANTHROPIC_API_KEY": "sk-ant-test"}
-    worker = WorkerProcess(env, f"warmup-worker-{os.getpid()}")
-    worker.log_path.unlink(missing_ok=True)
+    worker = site_worker(env, f"warmup-worker-{os.getpid()}")
+    worker.log.unlink(missing_ok=True)
     worker.start()
     try:
         yield worker
@@ -97,7 +98,7 @@ def test_a_fresh_worker_process_has_the_configured_sdk_and_embedder_loaded_befor
     assert state["openai"] is False
     # Nor the web server's Twisted, which daphne's app would install in every process that loads the settings.
     assert state["twisted"] is False
-    assert "Worker process ready for its first turn" in anthropic_worker.log_path.read_text(errors="replace")
+    assert "Worker process ready for its first turn" in anthropic_worker.log.read_text(errors="replace")
 
 
 def test_a_fresh_workers_first_turn_is_as_quick_as_its_second(

@@ -27,6 +27,7 @@ from tests.conftest import (
     _accepts,
     _tail,
     _test_database_url,
+    site_worker,
     stop_every_sweeper,
     stop_process,
     wait_for,
@@ -58,8 +59,8 @@ def environment(django_db_blocker: Any) -> Iterator[dict[str, str]]:
 
 
 def start_worker(environment: dict[str, str], code: str, name: str) -> WorkerProcess:
-    worker = WorkerProcess({**environment, "DJANGO_SETTINGS_MODULE": code}, f"{name}-{os.getpid()}")
-    worker.log_path.unlink(missing_ok=True)
+    worker = site_worker({**environment, "DJANGO_SETTINGS_MODULE": code}, f"{name}-{os.getpid()}")
+    worker.log.unlink(missing_ok=True)
     worker.start()
     assert worker.process is not None
     # The positive sign that it has said which tools it declares: its entry is there.
@@ -129,7 +130,7 @@ def test_a_worker_started_before_a_new_tool_is_told_to_restart_by_its_log_check_
         # A web process starts on the new code: the worker's log says it runs older code and must restart.
         server, port = start_daphne(environment, NEW_CODE, tmp_path / "daphne.log")
         try:
-            told = wait_for(lambda: re.search(r".*runs older code.*", old_worker.log_path.read_text()),
+            told = wait_for(lambda: re.search(r".*runs older code.*", old_worker.log.read_text()),
                             what="the old worker to say that it runs older code")
             line = told.group(0)
             assert NEW_TOOL in line and "restart" in line.lower(), line
@@ -147,6 +148,6 @@ def test_a_worker_started_before_a_new_tool_is_told_to_restart_by_its_log_check_
     new_worker = start_worker(environment, NEW_CODE, "tools-new")
     try:
         assert tool_warnings(check(environment, NEW_CODE)) == []
-        assert "runs older code" not in new_worker.log_path.read_text()
+        assert "runs older code" not in new_worker.log.read_text()
     finally:
         new_worker.stop()

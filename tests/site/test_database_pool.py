@@ -31,6 +31,7 @@ from tests.conftest import (
     WorkerProcess,
     _test_database_url,
     daphne_on_test_database,
+    site_worker,
     stop_every_sweeper,
     wait_for,
     wait_for_run,
@@ -243,10 +244,10 @@ def test_a_pool_process_forked_after_the_main_process_used_the_database_works_on
     with django_db_blocker.unblock():
         env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.faults.settings",
                "PGAPPNAME": name, "ASSISTANT_MODEL": "offline"}
-    worker = WorkerProcess(env, f"pool-worker-{os.getpid()}")
+    worker = site_worker(env, f"pool-worker-{os.getpid()}")
     worker.start()
     try:
-        log_start = worker.log_path.stat().st_size
+        log_start = worker.log.stat().st_size
         wait_for(lambda: backends.count(name) >= 1, timeout=PATIENCE_SECONDS, what="the main process's sweep")
         for number in range(2):
             run = chat_send(user=alice, content="what are my open tasks?", new_chat=True).run
@@ -264,7 +265,7 @@ def test_a_pool_process_forked_after_the_main_process_used_the_database_works_on
             assert wait_for_run(run.pk, *AgentRun.ENDED_STATUSES).status == "succeeded", number
         _swept()
 
-        log = worker.log_path.read_bytes()[log_start:].decode(errors="replace")
+        log = worker.log.read_bytes()[log_start:].decode(errors="replace")
         assert "Run sweep failed" not in log, log[-4000:]
         assert "database pool before a fork" not in log, log[-4000:]
         assert backends.count(name) <= 2 * 2 + 1
