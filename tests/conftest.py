@@ -6,14 +6,13 @@ import contextlib
 import functools
 import itertools
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -24,12 +23,13 @@ from django.test import Client
 
 from assistant.testing.providers.openai_server import FakeOpenAIServer
 from assistant.testing.scripted import write_script
+from assistant.testing.worker import WorkerProcess
 from devstack.commands import daphne_command
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
-# The browser fixtures (Chromium, daphne on the test database, the scripted model's script), for
-# tests/test_browser.py and tests/browser/.
+# The browser fixtures (Chromium, daphne on the test database, the scripted model's script): for tests/browser/,
+# and for the browser test the security suite keeps with the rest of its case (tests/security/test_events_bounded.py).
 pytest_plugins = ["tests.browser.harness"]
 
 
@@ -75,95 +75,10 @@ def _test_database_url() -> str:
     return urlunsplit(parts._replace(path="/" + connection.settings_dict["NAME"]))
 
 
-class WorkerProcess:
-    """A real Celery worker in its own process group, on the real broker, using the test database."""
-
-    #: Workers of this session that are running (the fault suite pauses them while it runs: they would
-    #: sweep its database and take its runs).
-    running: ClassVar[set[WorkerProcess]] = set()
-
-    def __init__(self, env: dict[str, str], name: str) -> None:
-        self.env, self.name = env, name
-        self.log_path = PROJECT_DIR / ".data" / f"{name}.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 30) -> None:
-        from config.celery import app
-
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2",
-             "--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle"],
-            cwd=PROJECT_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            replies = app.control.ping(timeout=0.5)
-            if any(name.startswith(f"{self.name}@") for reply in replies for name in reply):
-                WorkerProcess.running.add(self)
-                return
-            if self.process.poll() is not None:
-                code = self.process.returncode
-                raise RuntimeError(f"The test Celery worker exited with {code}:\n{_tail(self.log_path)}")
-        self.stop()
-        raise RuntimeError(f"The test Celery worker did not answer within {timeout:.0f}s:\n{_tail(self.log_path)}")
-
-    def kill(self) -> None:
-        """SIGKILL the worker and its pool processes at once, as a crash or the OOM killer would."""
-        WorkerProcess.running.discard(self)
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-    def stop(self) -> None:
-        WorkerProcess.running.discard(self)
-        if self.process is not None and self.process.poll() is None:
-            stop_process(self.process)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def wait_idle(self, timeout: float = 30) -> None:
-        """Until the worker runs no task: a test's database is emptied after it, and a run still
-        writing then would deadlock the emptying or leave rows for the next test."""
-        from config.celery import app
-
-        if self.process is None or self.process.poll() is not None:
-            return
-        # Asked of this worker alone and taking its one reply: asked of every worker, the question waits its
-        # whole timeout for replies that never come, a second at the end of every worker test.
-        host = f"{self.name}@{socket.gethostname()}"
-        inspect = app.control.inspect(destination=[host], limit=1, timeout=1.0)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            replies = inspect.active() or {}
-            if not replies.get(host):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"the test worker was still busy after {timeout:.0f}s")
-
-    def caught_up(self, timeout: float = 30) -> None:
-        """Until the worker has run every task queued before this call, the positive sign a check that a
-        queued task did nothing needs first (a fixed wait passes unchecked when the worker is slow).
-
-        A probe task queued now is answered: the broker's queue is first in, first out, so the worker has
-        taken every earlier task by then; and then it has none running or waiting for a pool process."""
-        from assistant.tasks import health_check
-        from config.celery import app
-
-        health_check.delay("caught up").get(timeout=timeout)
-        host = f"{self.name}@{socket.gethostname()}"
-        inspect = app.control.inspect(destination=[host], limit=1, timeout=5)
-        deadline = time.monotonic() + timeout
-        while True:
-            replies = [inspect.active(), inspect.reserved()]
-            if all(reply is not None for reply in replies) and not any(reply.get(host) for reply in replies):
-                return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the test worker had not caught up after {timeout:.0f}s: {replies}")
-            time.sleep(0.1)
+def site_worker(env: dict[str, str], name: str, log: Path | None = None) -> WorkerProcess:
+    """A worker of this repository's site (`celery -A config`, run from the checkout) named `name`, logging to
+    .data/<name>.log unless told where; `env` names its database and broker."""
+    return WorkerProcess("config", env, name, log or PROJECT_DIR / ".data" / f"{name}.log", cwd=PROJECT_DIR)
 
 
 @pytest.fixture(scope="session")
@@ -189,11 +104,7 @@ def fake_openai(session_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
 def stop_every_sweeper() -> None:
     """Stop every worker of this session that sweeps the test database, the suite's and the fault stack's
     (`celery_worker` and the fault suite's `stack` start theirs again when a test needs it)."""
-    from tests.faults.stack import Worker
-
-    Worker.stop_all()
-    for worker in list(WorkerProcess.running):
-        worker.stop()
+    WorkerProcess.stop_all()
 
 
 @pytest.fixture
@@ -201,7 +112,7 @@ def celery_worker(session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
     """The real worker, left idle when the test ends; a test may kill and restart it.
 
     It is the only worker on the test database while the test runs: the fault suite's own worker (see
-    tests/faults/stack.py) sweeps the same database, and would take this test's runs onto its own broker
+    tests/faults/conftest.py) sweeps the same database, and would take this test's runs onto its own broker
     and channel layer. Likewise a fault test pauses this one, so it is started again if it rests."""
     yield the_only_worker(session_worker)
     session_worker.wait_idle()
@@ -210,9 +121,7 @@ def celery_worker(session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
 def the_only_worker(session_worker: WorkerProcess) -> WorkerProcess:
     """The suite's worker, running, and the only one on the test database: a fault test in the same test
     process stops it and starts a worker of its own (see `celery_worker`)."""
-    from tests.faults.stack import Worker
-
-    Worker.stop_all()
+    WorkerProcess.stop_all(keep=session_worker)
     if session_worker not in WorkerProcess.running:
         session_worker.start()
     return session_worker
@@ -237,7 +146,7 @@ def session_worker(
     client = redis_client()
     for key in client.scan_iter("assistant:*"):
         client.delete(key)
-    worker = WorkerProcess(env, f"test-worker-{os.getpid()}")
+    worker = site_worker(env, f"test-worker-{os.getpid()}")
     worker.start()
     yield worker
     worker.stop()

@@ -39,7 +39,7 @@ ASSISTANT = {
     **ASSISTANT,  # noqa: F405
     "RUNS_PER_MINUTE": 10_000,
     # A test's server may be started with a limit of its own, low enough to reach quickly
-    # (ASSISTANT_RUNS_PER_MINUTE=5 in its environment; tests/test_limits_concurrency.py).
+    # (ASSISTANT_RUNS_PER_MINUTE=5 in its environment; tests/mcp/test_limits_concurrency.py).
     **{name: int(os.environ[f"ASSISTANT_{name}"])
        for name in ("RUNS_PER_MINUTE", "MCP_CALLS_PER_MINUTE", "MAX_IDENTICAL_TOOL_CALLS")
        if os.environ.get(f"ASSISTANT_{name}")},

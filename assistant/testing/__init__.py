@@ -9,6 +9,8 @@
 - `assistant.testing.sockets`: a signed-in person's socket on the host's own `ASGI_APPLICATION`
   (`connect`, `signed_in_client`), reading it until an event (`receive_until`) or until everything sent
   its way has arrived (`settle`). It imports channels' testing tools, so it is a module of its own.
+- `assistant.testing.worker`: `WorkerProcess`, a real `celery -A <project> worker` for the test database,
+  which a test may stop, kill as a crash would, or restart; `ServiceProcess`, its base, for other servers.
 
 Nothing here is imported by the assistant itself: `import assistant` stays as cheap as it was.
 """

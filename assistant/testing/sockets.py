@@ -4,7 +4,7 @@ its way has arrived (`settle`).
 
 The socket runs in the test's process, but a run's turns are taken by the Celery worker: a test that sends
 a message needs a worker on the test database (a `celery -A <project> worker` process started with the
-test database's settings) for the reply to come.
+test database's settings, such as `assistant.testing.worker.WorkerProcess`) for the reply to come.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The browser tests of the panel: a scripted model answers (each test sets its turns with `model_script`),
-through daphne, the real worker and the channel layer. The shared fixtures are in tests/browser/harness.py
-(a plugin of the suite's conftest); here daphne is given the scripted model."""
+"""The browser tests: the panel, the pages around it, the admin and the dashboard, in Chromium. Where a model
+answers, it is a scripted one (each test sets its turns with `model_script`) unless a module asks for the
+site's own. The shared fixtures are in tests/browser/harness.py (a plugin of the suite's conftest); here
+daphne is given the scripted model."""
 
 from __future__ import annotations
 

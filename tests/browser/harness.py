@@ -1,10 +1,12 @@
 """What every browser test shares: headless Chromium (one per test module), daphne serving the site on the
-test database beside the real worker, signing in, asking, and the axe-core accessibility check.
+test database beside the real worker, signing in, asking, and the axe-core accessibility check. Every test
+that drives Chromium starts it here (`page`, or `chromium` for a page of its own), so there is one launcher.
 
 It is a plugin of the suite (tests/conftest.py lists it in `pytest_plugins`), so its fixtures — `page`,
 `site_url`, `model_script` — are there for any test module. `site_model` picks the model daphne's runs use:
-by default the site's own (the offline demo model); tests/browser/ overrides it with a scripted model
-whose script a test rewrites before each turn (`model_script`).
+by default the site's own (the offline demo model); tests/browser/'s conftest gives its modules a scripted
+model whose script a test rewrites before each turn (`model_script`), and a module there that needs the
+site's own model says so (its `site_model` returns None).
 """
 
 from __future__ import annotations

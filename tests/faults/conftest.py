@@ -17,8 +17,9 @@ from django.conf import settings
 from django.test import Client
 
 from assistant.models import AgentMessage, AgentRun
-from tests.conftest import PROJECT_DIR, WorkerProcess, _test_database_url, wait_for_run
-from tests.faults.stack import Daphne, Socket, Valkey, Worker
+from assistant.testing.worker import WorkerProcess
+from tests.conftest import PROJECT_DIR, _test_database_url, site_worker, wait_for_run
+from tests.faults.stack import Daphne, Socket, Valkey
 
 # Every connection the stack's processes open carries this name, so a test can end exactly those.
 APPLICATION_NAME = "assistant-fault-stack"
@@ -48,7 +49,7 @@ class Stack:
             DJANGO_SETTINGS_MODULE="tests.faults.settings",
             ASSISTANT_MODEL=f"scripted:{self.script_path}",
         )
-        self.worker = Worker(self.env, directory / "worker.log")
+        self.worker = site_worker(self.env, f"fault-worker-{os.getpid()}", directory / "worker.log")
         self.daphne = Daphne(self.env, directory / "daphne.log")
 
     @property
@@ -120,8 +121,7 @@ def stack(fault_stack: Stack) -> Iterator[Stack]:
     The suite's own worker (if an earlier test started it) sweeps the same database: it would take the
     stack's runs up onto another broker and channel layer, so it rests; `celery_worker` starts it again
     for the next test that needs it."""
-    for worker in list(WorkerProcess.running):
-        worker.stop()
+    WorkerProcess.stop_all(keep=fault_stack.worker)
     fault_stack.ensure_running()
     # A worker an earlier test killed left its delivery unacknowledged; Redis would hand it out again only
     # after the visibility timeout, in the middle of a later test, for a run whose rows are long gone.

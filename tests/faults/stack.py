@@ -1,25 +1,26 @@
 """A small copy of the site for fault tests: its own Valkey (own port, own data folder), its own Celery
 worker and its own daphne, all real processes on the suite's test database. A test may stop, kill or
-restart any of them without disturbing the suite's shared services."""
+restart any of them without disturbing the suite's shared services. Each is an `assistant.testing.worker`
+process: the worker the same `WorkerProcess` as the suite's (tests/conftest.py, `site_worker`), Valkey and
+daphne `ServiceProcess`es."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from websockets.exceptions import InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
+from assistant.testing.worker import ServiceProcess
 from devstack.commands import daphne_command
 from tests.conftest import PROJECT_DIR
 
@@ -36,65 +37,7 @@ def tail(path: Path, lines: int = 60) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-class Child:
-    """One long-running process with its output in a log file, in a process group of its own."""
-
-    def __init__(self, name: str, command: list[str], env: dict[str, str], log: Path) -> None:
-        self.name, self.command, self.env, self.log = name, command, env, log
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log_offset = 0
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def start(self) -> None:
-        self._log_offset = self.log.stat().st_size if self.log.exists() else 0
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                self.command, cwd=PROJECT_DIR, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def output_since_start(self) -> str:
-        if not self.log.exists():
-            return ""
-        with self.log.open("rb") as log:
-            log.seek(self._log_offset)
-            return log.read().decode(errors="replace")
-
-    def wait_for_output(self, text: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.output_since_start():
-                return
-            if not self.alive:
-                raise AssertionError(f"{self.name} exited with {self.exit_code()}:\n{tail(self.log)}")
-            time.sleep(0.05)
-        raise AssertionError(f"{self.name} did not print {text!r} within {timeout:.0f}s:\n{tail(self.log)}")
-
-    def exit_code(self) -> int | None:
-        return None if self.process is None else self.process.poll()
-
-    def stop(self, timeout: float = 15) -> None:
-        """SIGTERM, as a process manager stops a service; SIGKILL if it does not go in time."""
-        if not self.alive:
-            return
-        assert self.process is not None
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-    def kill(self) -> None:
-        """SIGKILL the process and everything it forked, as a crash or the OOM killer would."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-
-
-class Valkey(Child):
+class Valkey(ServiceProcess):
     """A Valkey of the test's own. Append-only persistence, as the embedded server runs it, so queued
     messages survive its restart exactly as they would in `make run`."""
 
@@ -107,7 +50,7 @@ class Valkey(Child):
             str(get_binary_path()), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(directory),
             "--appendonly", "yes", "--save", "",
         ]
-        super().__init__("valkey", command, dict(os.environ), directory / "valkey.log")
+        super().__init__("valkey", command, dict(os.environ), directory / "valkey.log", cwd=PROJECT_DIR)
 
     @property
     def url(self) -> str:
@@ -129,43 +72,11 @@ class Valkey(Child):
         return redis.Redis.from_url(self.url, socket_timeout=5)
 
 
-class Worker(Child):
-    """The stack's Celery worker. Like every worker on the test database, it sweeps that database for lost
-    runs, so a test whose runs belong to another worker stops it first (see `stop_all`)."""
-
-    running: ClassVar[set[Worker]] = set()
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.hostname = f"fault-worker-{os.getpid()}"
-        command = [
-            sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel", "INFO", "--concurrency", "2",
-            "--hostname", f"{self.hostname}@%h", "--without-gossip", "--without-mingle",
-        ]
-        super().__init__("worker", command, env, log)
-
-    def start(self) -> None:
-        super().start()
-        self.wait_for_output(" ready.", timeout=60)
-        Worker.running.add(self)
-
-    def stop(self, timeout: float = 15) -> None:
-        Worker.running.discard(self)
-        super().stop(timeout)
-
-    def kill(self) -> None:
-        Worker.running.discard(self)
-        super().kill()
-
-    @classmethod
-    def stop_all(cls) -> None:
-        for worker in list(cls.running):
-            worker.stop()
-
-
-class Daphne(Child):
+class Daphne(ServiceProcess):
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
-        super().__init__("daphne", daphne_command(sys.executable, host="127.0.0.1", port=self.port), env, log)
+        super().__init__("daphne", daphne_command(sys.executable, host="127.0.0.1", port=self.port), env, log,
+                         cwd=PROJECT_DIR)
 
     @property
     def base(self) -> str:
@@ -182,9 +93,9 @@ class Daphne(Child):
             except (OSError, urllib.error.URLError):
                 pass
             if not self.alive:
-                raise AssertionError(f"daphne exited with {self.exit_code()}:\n{tail(self.log)}")
+                raise AssertionError(f"daphne exited with {self.exit_code()}:\n{self.log_tail()}")
             time.sleep(0.1)
-        raise AssertionError(f"daphne did not serve within 60s:\n{tail(self.log)}")
+        raise AssertionError(f"daphne did not serve within 60s:\n{self.log_tail()}")
 
 
 class Socket:

@@ -4,6 +4,7 @@ the report's counts those of a run nobody killed, no view run and nothing filed 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,10 +18,10 @@ from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.models import AgentRun
 from assistant.testing.providers.openai_server import FakeOpenAIServer, Reply, openai_completion, openai_stream
+from assistant.testing.worker import WorkerProcess
 from registry.models import AgentProfile
-from tests.conftest import assistant_settings_with, wait_for
+from tests.conftest import assistant_settings_with, site_worker, wait_for
 from tests.faults.conftest import Stack
-from tests.faults.stack import Worker
 from tests.testapp.models import Effect
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,17 +62,17 @@ def provider() -> Iterator[RecordingModel]:
     server.stop()
 
 
-def worker_on(stack: Stack, provider: RecordingModel, name: str) -> Worker:
+def worker_on(stack: Stack, provider: RecordingModel, name: str) -> WorkerProcess:
     """A worker of the stack (its Valkey, its short lease and sweep) whose OpenAI is the test's provider."""
-    return Worker({**stack.env, "OPENAI_BASE_URL": provider.base_url, "OPENAI_API_KEY": "test-key"},
-                  stack.directory / f"{name}.log")
+    return site_worker({**stack.env, "OPENAI_BASE_URL": provider.base_url, "OPENAI_API_KEY": "test-key"},
+                       f"{name}-{os.getpid()}", stack.directory / f"{name}.log")
 
 
 @pytest.fixture
-def workers(stack: Stack, provider: RecordingModel) -> Iterator[list[Worker]]:
+def workers(stack: Stack, provider: RecordingModel) -> Iterator[list[WorkerProcess]]:
     """The stack's own worker rests (its model is the scripted one): the test's workers take every run."""
     stack.worker.stop()
-    started: list[Worker] = []
+    started: list[WorkerProcess] = []
     yield started
     for worker in started:
         worker.stop()  # the next test's `stack` starts the stack's own again
@@ -90,7 +91,7 @@ def recorded_set(alice: Any) -> EvalSet:
 
 
 def test_a_worker_killed_mid_eval_run_resumes_and_grades_every_result_once(
-    alice: Any, stack: Stack, provider: RecordingModel, workers: list[Worker]
+    alice: Any, stack: Stack, provider: RecordingModel, workers: list[WorkerProcess]
 ) -> None:
     first = worker_on(stack, provider, "eval-worker-1")
     first.start()

@@ -1,6 +1,6 @@
 """Several workers sweep for lost runs at the same moment: each lost run goes back on the queue once per
 lease period in all, not once per worker and sweep. (Which runs count as lost, in one process:
-tests/test_turn_services.py.)"""
+tests/turn/test_turn_services.py.)"""
 
 from __future__ import annotations
 

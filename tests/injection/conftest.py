@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from tests.conftest import WorkerProcess, _test_database_url, stop_every_sweeper
+from tests.conftest import WorkerProcess, _test_database_url, site_worker, stop_every_sweeper
 from tests.injection.cases import Case
 from tests.injection.harness import Harness, Outcome, report, write_script
 
@@ -42,7 +42,7 @@ def injection_worker(django_db_setup: None, django_db_blocker: Any, model_path: 
         client.delete(key)
     env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "tests.settings",
            "ASSISTANT_MODEL": f"scripted:{model_path}"}
-    worker = WorkerProcess(env, f"injection-worker-{os.getpid()}")
+    worker = site_worker(env, f"injection-worker-{os.getpid()}")
     worker.start()
     yield worker
     worker.stop()

@@ -136,7 +136,7 @@ PAGES: dict[str, Inputs] = {
     # The MCP endpoint takes only an access token: a browser's session, and any form, get 401.
     "assistant:mcp": Inputs(post=(), valid=lambda world: {"jsonrpc": "2.0"}, passes_with=401),
     # The AG-UI endpoint takes a RunAgentInput as JSON: a form, and anything else a form carries, gets 415
-    # (tests/test_agui_endpoint.py posts it JSON, fuzzed, through daphne).
+    # (tests/agui/test_agui_endpoint.py posts it JSON, fuzzed, through daphne).
     "assistant:ag-ui": Inputs(post=(), valid=lambda world: {"threadId": "t"}, passes_with=415),
     # The OAuth authorization server for hosted agents: its consent page (signed in), and the endpoints an
     # app calls signed out. With no app registered, a well-formed request is refused in words (400, or 401

@@ -12,7 +12,7 @@ from django.urls import reverse
 from registry.models import AgentProfile
 from registry.selectors import profile_summary
 from registry.services import profile_record_invocation
-from tests.test_profile_admin import AdminPage
+from tests.review.test_profile_admin import AdminPage
 
 pytestmark = pytest.mark.django_db
 

@@ -138,7 +138,7 @@ def flash(request: HttpRequest, *, label: str) -> HttpResponseRedirect:
 
 
 # Views that answer with a page meant for a browser, which the assistant cannot read as data
-# (tests/test_tools_pages.py): a read and a write that render() a plain page, and class-based views
+# (tests/tools/test_tools_pages.py): a read and a write that render() a plain page, and class-based views
 # that the tests declare as tools themselves, with and without fields=.
 @tool(name="test_note_page", description="Test suite: show your notes, as a plain rendered page.")
 @login_required
@@ -184,7 +184,7 @@ def problem_json(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"title": "Out of stock", "status": 200}, content_type="application/problem+json")
 
 
-# Approval cards in words (tests/test_approval_summary.py, tests/security/test_approval_summary.py): an update
+# Approval cards in words (tests/tools/test_tools_describe.py, tests/security/test_approval_summary.py): an update
 # that asks first, a tool that describes itself, and a delete view whose own lookup fails (after a write the
 # lookup must not keep).
 @tool(name="test_task_change", confirm=True, description="Test suite: change a task, after asking the person.")

@@ -1,0 +1,181 @@
+"""How a host project wires the assistant in: the ASGI helper composed with the host's own websocket routes,
+a Celery worker of the host's own standard Celery app (turns and the sweeper), and no import of any host module."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.testing import WebsocketCommunicator
+from django.core.asgi import get_asgi_application
+from django.core.checks import run_checks
+from django.test import Client
+from django.urls import path
+
+from assistant.asgi import with_assistant
+from assistant.testing.worker import WorkerProcess
+from tests.conftest import (
+    PROJECT_DIR,
+    _test_database_url,
+    stop_every_sweeper,
+    wait_for,
+    wait_for_run,
+)
+
+GOOD_ORIGIN = (b"origin", b"http://127.0.0.1:8000")
+FOREIGN_ORIGIN = (b"origin", b"https://evil.example")
+
+
+class WhoAmI(AsyncJsonWebsocketConsumer):
+    """A host's own websocket consumer: says who the socket belongs to and which route answered."""
+
+    label = "host"
+
+    async def connect(self) -> None:
+        await self.accept()
+        user = self.scope.get("user")
+        await self.send_json({"route": self.label, "user": getattr(user, "username", None) or None})
+
+
+class ExtraRoute(WhoAmI):
+    label = "extra"
+
+
+def _cookie(user: Any) -> tuple[bytes, bytes]:
+    client = Client()
+    client.force_login(user)
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+async def _open(app: Any, url: str, *headers: tuple[bytes, bytes], first_event: bool = True) -> tuple[bool, Any]:
+    """Whether the socket was accepted, and the first event it sent (when `first_event`)."""
+    socket = WebsocketCommunicator(app, url, headers=list(headers))
+    connected, _ = await socket.connect(timeout=5)
+    event = await socket.receive_json_from(timeout=5) if connected and first_event else None
+    await socket.disconnect()
+    return connected, event
+
+
+def opened(app: Any, url: str, *headers: tuple[bytes, bytes], first_event: bool = True) -> tuple[bool, Any]:
+    return asyncio.run(_open(app, url, *headers, first_event=first_event))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_with_assistant_keeps_the_websocket_routes_a_host_already_has(alice: Any) -> None:
+    # A host that already serves a websocket of its own, with no origin check or auth around it.
+    host_app = ProtocolTypeRouter({
+        "http": get_asgi_application(),
+        "websocket": URLRouter([path("ws/host/", WhoAmI.as_asgi())]),
+    })
+    application = with_assistant(host_app)
+    cookie = _cookie(alice)
+
+    # The host's route answers as before, behind exactly what it had before (nothing: any origin).
+    assert opened(application, "/ws/host/", FOREIGN_ORIGIN) == (True, {"route": "host", "user": None})
+    # The assistant's socket is there, signed in through the session cookie...
+    assert opened(application, "/ws/assistant/", GOOD_ORIGIN, cookie, first_event=False) == (True, None)
+    # ...and refuses anonymous callers and pages of another site.
+    assert opened(application, "/ws/assistant/", GOOD_ORIGIN, first_event=False)[0] is False
+    assert opened(application, "/ws/assistant/", FOREIGN_ORIGIN, cookie, first_event=False)[0] is False
+    # HTTP is still the host's Django.
+    assert application.application_mapping["http"] is host_app.application_mapping["http"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_extra_routes_get_the_same_origin_check_and_session_as_the_assistants(alice: Any) -> None:
+    application = with_assistant(get_asgi_application(), websocket_routes=[path("ws/extra/", ExtraRoute.as_asgi())])
+    cookie = _cookie(alice)
+
+    assert opened(application, "/ws/extra/", GOOD_ORIGIN, cookie) == (True, {"route": "extra", "user": alice.username})
+    assert opened(application, "/ws/extra/", FOREIGN_ORIGIN, cookie, first_event=False)[0] is False
+    assert opened(application, "/ws/assistant/", GOOD_ORIGIN, cookie, first_event=False) == (True, None)
+
+
+def test_the_site_wires_its_asgi_app_through_the_public_helper() -> None:
+    source = (PROJECT_DIR / "config" / "asgi.py").read_text()
+    assert "with_assistant(get_asgi_application())" in source
+    assert "AuthMiddlewareStack" not in source and "websocket_urlpatterns" not in source
+
+
+def test_the_import_contracts_hold() -> None:
+    # The boundaries of docs/architecture.md's code map are import-linter's contracts in pyproject.toml, checked at
+    # any depth of a function: the rooms of assistant/ import only the rooms below them (so the socket's
+    # conversation and the worker's turn never import each other, and a run's lifecycle neither), nothing below
+    # the top imports Celery's tasks or the other edge modules, the core imports no optional sub-app, AG-UI the
+    # MCP sub-app only in its view, the registry nothing of the assistant, the two apps nothing of this site or
+    # its tests, and no package's modules import each other in a circle.
+    linted = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports; "
+                             "raise SystemExit(lint_imports())"],
+                            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+    assert "0 broken" in linted.stdout
+
+
+def test_the_optional_sub_apps_are_included_only_where_a_host_installed_them() -> None:
+    # Which modules import an optional sub-app is a contract (above); that those that do first ask whether the
+    # host installed it is said here.
+    assert 'if apps.is_installed("assistant.mcp"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
+    assert 'if apps.is_installed("assistant.agui"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
+    assert 'apps.is_installed("assistant.mcp")' in (PROJECT_DIR / "assistant" / "agui" / "views.py").read_text()
+
+
+HOST_CELERY = '''
+    import os
+
+    from celery import Celery
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "theirproject.settings")
+
+    app = Celery("theirproject")
+    app.config_from_object("django.conf:settings", namespace="CELERY")
+    app.autodiscover_tasks()
+'''
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_the_standard_celery_app_of_any_project_runs_turns_and_the_sweeper(
+    tmp_path: Path, alice: Any, script: Callable[..., str]
+) -> None:
+    from assistant.conversation.services import chat_send
+    from assistant.infra.redis_connection import redis_client
+    from assistant.operations.health import SWEEPER_HEARTBEAT_KEY
+    from tests.conftest import assistant_settings_with
+
+    # Only the host's worker may take the turn or sweep.
+    stop_every_sweeper()
+    redis_client().delete(SWEEPER_HEARTBEAT_KEY)
+    assert "assistant.W022" in {message.id for message in run_checks()}
+
+    # The package Celery's documentation tells a Django project to write, and nothing more.
+    package = tmp_path / "theirproject"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .celery import app as celery_app\n\n__all__ = ['celery_app']\n")
+    (package / "celery.py").write_text(textwrap.dedent(HOST_CELERY))
+    env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "tests.settings",
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(PROJECT_DIR)])}
+    # Started as a host project's tests start theirs (assistant.testing.worker), from the project's own folder.
+    worker = WorkerProcess("theirproject", env, f"their-worker-{os.getpid()}", tmp_path / "worker.log", cwd=tmp_path,
+                           concurrency=1)
+    worker.start()
+    try:
+        wait_for(lambda: redis_client().exists(SWEEPER_HEARTBEAT_KEY) or not worker.alive,
+                 timeout=30, what="the host worker's first sweep")
+        assert worker.alive, worker.log_tail()
+        assert "assistant.W022" not in {message.id for message in run_checks()}
+
+        with assistant_settings_with(MODEL=script({"text": "Done by their worker."})):
+            sent = chat_send(user=alice, content="hello")
+        run = wait_for_run(sent.run.pk, "succeeded", "failed", timeout=30)
+        assert (run.status, run.reply) == ("succeeded", "Done by their worker."), worker.log_tail()
+    finally:
+        worker.stop()
