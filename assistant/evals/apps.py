@@ -12,4 +12,9 @@ class AssistantEvalsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from assistant.channel_policies import register_channel
         from assistant.evals import quality, replays  # noqa: F401  (grades a replay when it ends; judges its recording)
+        from assistant.evals.channel import EVAL
+
+        # A replay is a run of its own channel, which the core knows only by this policy.
+        register_channel(EVAL)

@@ -22,8 +22,13 @@ class AssistantMcpConfig(AppConfig):
                 "(from a checkout: pip install '/path/to/this/checkout[mcp]')."
             ) from missing
         from assistant.access.authority import TOKEN_CHECKS
+        from assistant.channel_policies import register_channel
         from assistant.mcp import checks  # noqa: F401  (registers the MCP checks)
+        from assistant.mcp.channel import MCP
         from assistant.mcp.tokens import token_still_acts
+
+        # Each call of the person's agent is a run of its own channel, which the core knows only by this policy.
+        register_channel(MCP)
 
         # A run a worker works on for a token (an AG-UI frontend's) stops once the token no longer acts.
         if token_still_acts not in TOKEN_CHECKS:

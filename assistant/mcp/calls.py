@@ -33,8 +33,9 @@ from django_mcpz.server import ToolError
 
 from assistant.conf import assistant_settings
 from assistant.conversation.agent_calls import agent_call_declined, agent_call_reply
+from assistant.mcp.channel import MCP
 from assistant.mcp.models import AccessToken
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.runs import lifecycle
 from assistant.runs.lifecycle import (
     run_config,
@@ -142,7 +143,7 @@ def token_chat(caller: Caller) -> AgentChat:
     token = AccessToken.objects.select_for_update().get(pk=caller.token.pk)
     chat = chats.filter(pk=token.chat_id).first() if token.chat_id else None
     if chat is None:
-        chat = AgentChat.objects.create(owner=caller.user, spec=token.spec, channel=Channel.MCP,
+        chat = AgentChat.objects.create(owner=caller.user, spec=token.spec, channel=MCP.value,
                                         title=f"{token.name} (your agent)"[:200])
         AccessToken.objects.filter(pk=token.pk).update(chat=chat)
     return chat
@@ -204,7 +205,7 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
         run = lifecycle.run_open(
             owner=caller.user, chat=chat, spec=caller.token.spec, model=CLIENT_MODEL, config=config,
             others_text=(containment or {}).get("others_text") or [],
-            channel=Channel.MCP, client_name=caller.token.name, client_token_id=caller.token.pk,
+            channel=MCP.value, client_name=caller.token.name, client_token_id=caller.token.pk,
             begun=now, asks_first=waits,
         )
         message = AgentMessage(chat=chat, owner=caller.user, role=AgentMessage.Role.USER,

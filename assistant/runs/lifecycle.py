@@ -21,11 +21,12 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from assistant.access.authority import SentFrom
+from assistant.channel_policies import PANEL, channel_policy
 from assistant.conf import assistant_settings
 from assistant.infra import event_names
 from assistant.live.events import publish_to_user
 from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel, step_counts
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.record import run_plan_close
 from assistant.runs.cancel_flags import request_cancel
 from assistant.runs.lease import LeaseLost, write_fenced
@@ -39,8 +40,9 @@ from assistant.society.outcome import member_outcome, subtree_effects
 STOPPED_BY_YOU = "Stopped by you."
 
 
-#: Sent once a replay's top run (channel `eval`) has ended and that end has committed, with `run_id`: an
-#: eval grades it then (assistant/evals/). Other runs end without it.
+#: Sent once a top run that is not filed in its owner's profile has ended and that end has committed, with
+#: `run_id`: the app whose channel says so (assistant/channel_policies.py) takes it up then (an eval grades its
+#: replay: assistant/evals/). Runs filed in the profile end without it.
 run_ended = Signal()
 
 
@@ -83,7 +85,7 @@ def _as_setting(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def run_open(*, spec: str, config: dict[str, Any], channel: str = Channel.PANEL, sent_from: SentFrom | None = None,
+def run_open(*, spec: str, config: dict[str, Any], channel: str = PANEL.value, sent_from: SentFrom | None = None,
              model: str | None = None, begun: datetime | None = None, asks_first: bool = False,
              **fields: Any) -> AgentRun:
     """A new run under `spec` with the settings it keeps for life (`run_config`), from any channel; `fields`
@@ -475,7 +477,7 @@ def _run_close(
     for step in unrun:
         step.save(update_fields=["state", "took_effect", "reason", "result"])
         step_announce(run, step)
-    if run.channel != Channel.EVAL:  # a replay is staff's experiment, not the person's record
+    if channel_policy(run.channel).filed_in_profile:  # not an eval's replay, staff's experiment, say
         run_profile_record(run, steps)
     elif run.parent_id is None:
         transaction.on_commit(functools.partial(run_ended.send, sender=AgentRun, run_id=run.pk), robust=True)
