@@ -32,7 +32,7 @@ from django.utils import timezone
 from django_mcpz.server import ToolError
 
 from assistant.conf import assistant_settings
-from assistant.conversation.agent_calls import agent_call_declined, agent_call_reply
+from assistant.mcp.agent_calls import agent_call_declined, agent_call_reply
 from assistant.mcp.channel import MCP
 from assistant.mcp.models import AccessToken
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep

@@ -11,8 +11,8 @@ from django.utils.html import format_html
 
 from assistant.channel_policies import ChannelPolicy
 from assistant.conf import assistant_settings
-from assistant.conversation.agent_calls import agent_call_answer
 from assistant.conversation.services import Refused
+from assistant.mcp.agent_calls import agent_call_answer
 from assistant.models import AgentRun, AgentStep
 
 

@@ -315,7 +315,7 @@ def step_announce(run: AgentRun, step: AgentStep) -> None:
 def step_outcome_set(step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None) -> None:
     """Put a tool step's outcome (what the executor answered, or why nothing ran) on its row, not saved yet:
     finished, whether it took effect (None: the outcome is unknown), and why not. The worker's journal and the
-    channels that run their own calls (assistant/conversation/agent_calls.py) end a step this one way."""
+    channels that run their own calls (assistant/mcp/agent_calls.py) end a step this one way."""
     step.state = AgentStep.State.FINISHED
     step.result = outcome
     took_effect = outcome.get("took_effect")
