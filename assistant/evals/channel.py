@@ -12,6 +12,7 @@ from django.urls import NoReverseMatch, reverse
 
 from assistant.channel_policies import ChannelPolicy
 from assistant.evals.models import EvalCase
+from assistant.evals.replay import member_settings, recorded_answers
 from assistant.models import AgentRun
 
 
@@ -49,4 +50,6 @@ EVAL = ChannelPolicy(
     banner=replay_banner,
     shown_to_person=False,
     filed_in_profile=False,
+    recorded_answers=recorded_answers,
+    member_settings=member_settings,
 )

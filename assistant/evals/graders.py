@@ -30,8 +30,8 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from assistant.conf import assistant_settings
+from assistant.evals.replay import NO_RECORDED_ANSWER, canonical_arguments
 from assistant.plans.offer import PLAN_TOOL
-from assistant.runs.replay import NO_RECORDED_ANSWER, canonical_arguments
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A replay is an ordinary run of channel `eval` — queued, claimed, leased, swept up after a worker dies — in a
 chat of its own that its person never sees, whose settings carry the case's recording: its tool calls are
-answered from it (assistant/runs/replay.py), never by running a view, and it writes nothing of the person's
+answered from it (replay.py), never by running a view, and it writes nothing of the person's
 (no memories, no profile entry, no events). The candidate's model is called for real. When the replay ends
 (`run_ended`), its result is graded once (a conditional update); `eval_run_refresh` grades any whose signal
 was lost with a worker, and closes the eval run when none is left pending.

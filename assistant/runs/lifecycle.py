@@ -31,7 +31,6 @@ from assistant.plans.record import run_plan_close
 from assistant.runs.cancel_flags import request_cancel
 from assistant.runs.lease import LeaseLost, write_fenced
 from assistant.runs.profile import run_intent, run_profile_record
-from assistant.runs.replay import member_replay, replay_settings
 from assistant.society.budget import BudgetExhausted, reserve
 from assistant.society.members import member
 from assistant.society.outcome import member_outcome, subtree_effects
@@ -175,10 +174,10 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
         config.update(reserve(parent, config, sharing=sharing))
     except BudgetExhausted as spent:
         raise DelegationRefused(spent.message) from spent
-    replay = replay_settings(parent.config or {})
-    if replay is not None:
-        # A member asked in a replay replays too: from the recordings of that member's runs.
-        config["replay"] = member_replay(replay, spec, task)
+    member_settings = channel_policy(parent.channel).member_settings
+    if member_settings is not None:
+        # What its asker's channel passes on (a member asked in a replay replays too, from its recordings).
+        config.update(member_settings(parent.config or {}, spec, task))
     child = run_open(
         owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent, channel=parent.channel,
         root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, config=config,
