@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
 
+from assistant.mcp.conf import DEFAULTS
+
 
 class AssistantMcpConfig(AppConfig):
     """The person's own agent over MCP, with access tokens; the core assistant works without this app."""
@@ -11,6 +13,8 @@ class AssistantMcpConfig(AppConfig):
     label = "assistant_mcp"
     verbose_name = "Assistant access tokens"
     default_auto_field = "django.db.models.BigAutoField"
+    # This app's keys of the ASSISTANT dict (conf.py): known to the core's check of it wherever it is installed.
+    assistant_setting_defaults = DEFAULTS
 
     def ready(self) -> None:
         try:

@@ -10,9 +10,9 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 
 from assistant.channel_policies import ChannelPolicy
-from assistant.conf import assistant_settings
 from assistant.conversation.services import Refused
 from assistant.mcp.agent_calls import agent_call_answer
+from assistant.mcp.conf import mcp_settings
 from assistant.models import AgentRun, AgentStep
 
 
@@ -45,7 +45,7 @@ def answer_card(run: AgentRun, step: AgentStep, approve: bool, comment: str) -> 
 def approval_seconds() -> float:
     """An approval is for the call it was asked about: an agent that has not called again within this has
     moved on (see `assistant.turn.sweeper`)."""
-    return float(assistant_settings.MCP_APPROVAL_SECONDS)
+    return float(mcp_settings.MCP_APPROVAL_SECONDS)
 
 
 MCP = ChannelPolicy(
