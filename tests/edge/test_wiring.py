@@ -19,7 +19,7 @@ from channels.testing import WebsocketCommunicator
 from django.core.asgi import get_asgi_application
 from django.core.checks import run_checks
 from django.test import Client
-from django.urls import path
+from django.urls import get_resolver, path, reverse
 
 from assistant.asgi import with_assistant
 from assistant.testing.worker import WorkerProcess
@@ -121,11 +121,15 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in linted.stdout
 
 
-def test_the_optional_sub_apps_are_included_only_where_a_host_installed_them() -> None:
-    # Which modules import an optional sub-app is a contract (above); that those that do first ask whether the
-    # host installed it is said here.
-    assert 'if apps.is_installed("assistant.mcp"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
-    assert 'if apps.is_installed("assistant.agui"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
+def test_the_core_routes_no_optional_sub_app_and_the_site_routes_those_it_installs() -> None:
+    # That the core imports no optional sub-app is a contract (above); a URLconf includes one by its name, which no
+    # contract sees. The core's URLconf routes none of their URLs: the host includes them, in the assistant's
+    # namespace, where it installs them (config/urls.py).
+    core_names = {name for name in get_resolver("assistant.urls").reverse_dict if isinstance(name, str)}
+    assert {"page", "memories", "healthz"} <= core_names
+    assert core_names.isdisjoint({"mcp", "tokens", "token_revoke", "ag-ui"}), core_names
+    assert (reverse("assistant:mcp"), reverse("assistant:tokens"), reverse("assistant:ag-ui")) == (
+        "/assistant/mcp/", "/assistant/tokens/", "/assistant/ag-ui/")
 
 
 HOST_CELERY = '''
