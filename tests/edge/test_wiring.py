@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,6 +120,17 @@ def test_the_import_contracts_hold() -> None:
                             cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
     assert linted.returncode == 0, linted.stdout + linted.stderr
     assert "0 broken" in linted.stdout
+
+
+def test_the_contract_that_the_core_imports_no_sub_app_covers_every_module_of_the_core() -> None:
+    # A module of assistant/ left out of the contract's sources could import a sub-app unseen.
+    contracts = tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [contract] = [contract for contract in contracts if contract["name"] == "The core imports no optional sub-app"]
+    sub_apps = set(contract["forbidden_modules"])
+    assert sub_apps == {"assistant.mcp", "assistant.agui", "assistant.evals"}
+    core = {f"assistant.{child.stem}" for child in (PROJECT_DIR / "assistant").iterdir()
+            if (child.suffix == ".py" and child.stem != "__init__") or (child / "__init__.py").is_file()}
+    assert core - sub_apps == set(contract["source_modules"])
 
 
 def test_the_core_routes_no_optional_sub_app_and_the_site_routes_those_it_installs() -> None:
