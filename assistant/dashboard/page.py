@@ -23,7 +23,7 @@ from assistant.dashboard.reads import (
     DashboardQuery,
     MemberSteps,
     ToolFigures,
-    channel_choices,
+    dashboard_channel_choices,
     dashboard_get,
     parse_query,
     specs_list,
@@ -265,7 +265,7 @@ def dashboard_view(request: HttpRequest, *, model_admin: Any) -> HttpResponse:
         "query": query,
         "specs": specs,
         "tree_choices": TREE_CHOICES,
-        "channel_choices": channel_choices(),
+        "channel_choices": dashboard_channel_choices(),
         **page_context(board),
     }
     return TemplateResponse(request, "admin/assistant/dashboard.html", context)

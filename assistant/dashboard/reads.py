@@ -49,7 +49,7 @@ OUTCOMES: tuple[tuple[str, str, str], ...] = (
 #: message started) or the members' runs (work a run handed to a member, assistant/society/).
 TREE_CHOICES: tuple[tuple[str, str], ...] = (("", "All runs"), ("top", "Top runs"), ("member", "Members' runs"))
 
-def channel_choices() -> list[tuple[str, str]]:
+def dashboard_channel_choices() -> list[tuple[str, str]]:
     """Where the runs were asked from (`?channel=`, the run list's own parameter): all, the person's panel, or a
     channel an installed app registers and offers here (its policy's `dashboard_choice`: assistant/mcp/'s, the
     person's own agent with one of their access tokens)."""
@@ -64,7 +64,7 @@ def channel_choices() -> list[tuple[str, str]]:
 class DashboardQuery:
     """Runs created from `start` to `end` (both days included, in the site's time zone), of `spec` or all,
     top runs, members' runs or all (`tree`: "top", "member" or ""), asked from one channel or all (`channel`:
-    one of `channel_choices()`, "" for all)."""
+    one of `dashboard_channel_choices()`, "" for all)."""
 
     start: datetime.date
     end: datetime.date
@@ -143,7 +143,7 @@ def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
         problems.append(f"“{_shown(tree)}” is not a choice of runs (top or member): showing all runs.")
         tree = ""
     channel = (params.get("channel") or "").strip()
-    channels = [value for value, _ in channel_choices() if value]
+    channels = [value for value, _ in dashboard_channel_choices() if value]
     if channel not in ("", *channels):
         offered = " or ".join([", ".join(channels[:-1]), channels[-1]] if len(channels) > 1 else channels)
         problems.append(f"“{_shown(channel)}” is not a channel ({offered}): showing every channel.")
