@@ -9,23 +9,21 @@ default would answer a yes-or-no question about any column, a run's stored sessi
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
-from django.apps import apps
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, StreamingHttpResponse
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from assistant.channel_policies import channel_policy
 from assistant.conf import assistant_settings
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.review import run_timeline
 from assistant.review.export import runs_csv_lines
 from assistant.review.filters import (
-    CHANNEL_WORDS,
     ChannelFilter,
     CreatedFilter,
     ErrorFilter,
@@ -70,37 +68,11 @@ class AgentMessageInline(EvidenceAdminMixin, admin.TabularInline):
     show_change_link = True
 
 
-def replay_banner(run: AgentRun) -> dict[str, Any] | None:
-    """What a replay's page says it is: the eval run, case and set it replays, with links to the eval run and
-    the recorded run. From the run's own `config["replay"]` ids: the evals app is optional, so the core imports
-    nothing of it, finds its models by name and its pages by URL name, and says only the ids without them."""
-    replay = run.config.get("replay") if run.channel == Channel.EVAL and isinstance(run.config, dict) else None
-    if not isinstance(replay, dict):
-        return None
-    case_id, eval_run_id = replay.get("case"), replay.get("eval_run")
-    banner: dict[str, Any] = {"case": case_id, "eval_run": eval_run_id, "eval_set": None, "eval_run_url": None,
-                              "recorded_run": None, "recorded_url": None}
-    try:
-        case_model = apps.get_model("assistant_evals", "EvalCase")
-    except LookupError:
-        case_model = None
-    if case_model is not None and isinstance(case_id, int):
-        case = case_model._default_manager.filter(pk=case_id).select_related("eval_set").first()
-        if case is not None:
-            banner["eval_set"] = case.eval_set.name
-            banner["recorded_run"] = case.source_run_id or case.source_run_number
-            if case.source_run_id is not None:
-                banner["recorded_url"] = reverse("admin:assistant_agentrun_change", args=[case.source_run_id])
-    if isinstance(eval_run_id, int):
-        with contextlib.suppress(NoReverseMatch):  # the evals app's pages are not there without it
-            banner["eval_run_url"] = reverse("admin:assistant_evals_evalrun_change", args=[eval_run_id])
-    return banner
-
-
 @admin.register(AgentChat)
 class AgentChatAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin):
     # A chat its person deleted is still here, with its messages, runs and steps: deleted_at says when.
-    # A chat of the `mcp` channel is the record of one access token's calls (the person's own agent).
+    # A chat of another channel than the panel's is, say, the record of one access token's calls (the person's
+    # own agent over MCP): assistant/channel_policies.py.
     list_display = ("__str__", "owner", "spec", "channel_shown", "created_at", "updated_at", "deleted_at")
     list_filter = ("spec", ChannelFilter, ("deleted_at", admin.EmptyFieldListFilter))
     allowed_lookups = frozenset({"spec", "spec__isnull", "channel", "deleted_at__isempty"})
@@ -112,7 +84,7 @@ class AgentChatAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin
 
     @admin.display(description="channel", ordering="channel")
     def channel_shown(self, chat: AgentChat) -> str:
-        return CHANNEL_WORDS.get(chat.channel, chat.channel)
+        return chat.get_channel_display()
 
 
 #: Everything the run list may be filtered by (and the date drill-down, `created_at__year` and so on): its
@@ -171,7 +143,11 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
                            change: bool = False, form_url: str = "", obj: AgentRun | None = None) -> Any:
         if obj is not None:
             context["timeline"] = run_timeline(obj)
-            context["replay_banner"] = replay_banner(obj)
+            # What its channel says of it (assistant/channel_policies.py): where it was asked from, and what the
+            # page says above the timeline, if anything (an eval's replay: what it replays).
+            policy = channel_policy(obj.channel)
+            context["channel_asked_from"] = policy.asked_from(obj)
+            context["channel_banner"] = policy.banner(obj) if policy.banner is not None else ""
         return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
@@ -190,10 +166,8 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
 
     @admin.display(description="via", ordering="channel")
     def via(self, run: AgentRun) -> str:
-        """"panel", or "MCP" with the name of the access token the person's own agent called with."""
-        if run.channel == Channel.MCP:
-            return format_html("MCP<br>“{}”", run.client_name) if run.client_name else "MCP"
-        return run.channel
+        """"panel", or what the run's channel says (its policy's `via`: an MCP run's token, say)."""
+        return channel_policy(run.channel).via(run)
 
     @admin.display(description="tree", ordering="depth")
     def place(self, run: AgentRun) -> str:

@@ -1,7 +1,9 @@
 """The assistant's settings: one `ASSISTANT = {...}` dict in Django settings, read through `assistant_settings`.
 
-Unknown keys are rejected so a typo never silently falls back to a default. Values are re-read
-when tests use `override_settings(ASSISTANT=...)`.
+An optional sub-app reads its own keys from the same dict, with defaults of its own (`AppSettings`, e.g.
+assistant/mcp/conf.py), and names them in its AppConfig's `assistant_setting_defaults`, so that they are known
+where it is installed. Unknown keys are rejected so a typo never silently falls back to a default. Values are
+re-read when tests use `override_settings(ASSISTANT=...)`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
@@ -46,15 +49,6 @@ DEFAULTS: dict[str, Any] = {
     # How often an open socket re-checks that its session is still live (signed in, active, unchanged
     # password); a socket whose session ended closes with 4401. Logging out closes it at once.
     "SESSION_CHECK_SECONDS": 3.0,
-    # The person's own agent over MCP (assistant/mcp/): tool calls one access token may make per minute, and
-    # how long an approval waits for the agent's call (the person's answer in the panel, or the client's
-    # elicitation answer) before it is asked again.
-    "MCP_CALLS_PER_MINUTE": 60,
-    "MCP_APPROVAL_SECONDS": 600,
-    "MCP_CONTAINMENT_SECONDS": 1800,
-    # Hosted agents connecting through OAuth (assistant/mcp/oauth.py): the dynamic client registrations one
-    # client address may make in an hour (anyone may register, signed out, and each stores a client).
-    "MCP_OAUTH_REGISTRATIONS_PER_HOUR": 20,
     # Reads.
     "READ_LIMIT_MAX": 50,
     # The /assistant/ page: None = a page of its own; {"template": "base.html", "block": "content"} = the
@@ -113,15 +107,20 @@ DEFAULTS: dict[str, Any] = {
     # (superusers included) adds, changes or deletes them there; True gives back Django's usual permissions.
     # Retention is `manage.py assistant_prune --older-than 90d`.
     "ADMIN_EVIDENCE_EDITABLE": False,
-    # Eval sets and their cases (assistant/evals/) are evidence too: staff may refine a case's expectations,
-    # and delete cases and sets, only when this is True.
-    "EVALS_EDITABLE": False,
-    # The model that grades replies against a case's rubric (None: MODEL); the offline demo model cannot.
-    "JUDGE_MODEL": None,
-    # Graders a developer adds, by dotted path (assistant/evals/graders.py says how).
-    "EVAL_GRADERS": [],
+    # The optional sub-apps' keys are theirs: assistant/mcp/conf.py, assistant/evals/conf.py.
 }
 
+
+
+def known_settings() -> set[str]:
+    """The keys of ASSISTANT that something reads: the core's, and those of every installed app that names its
+    own (`assistant_setting_defaults` on its AppConfig: the optional sub-apps')."""
+    known = set(DEFAULTS)
+    # The registry's configs as they are found, without waiting for them all to be ready: each app names its
+    # keys on its AppConfig's class, so they are known as soon as Django has found the app.
+    for config in list(apps.app_configs.values()):
+        known.update(getattr(config, "assistant_setting_defaults", None) or {})
+    return known
 
 
 def settings_problem() -> str | None:
@@ -129,22 +128,31 @@ def settings_problem() -> str | None:
     user_settings = getattr(settings, "ASSISTANT", None) or {}
     if not isinstance(user_settings, dict):
         return f"The ASSISTANT setting must be a dict of settings, not {type(user_settings).__name__}."
-    unknown = sorted(set(user_settings) - set(DEFAULTS))
+    known = known_settings()
+    unknown = sorted(set(user_settings) - known)
     if unknown:
-        return f"Unknown ASSISTANT setting(s): {', '.join(map(str, unknown))}. Known: {', '.join(sorted(DEFAULTS))}."
+        return f"Unknown ASSISTANT setting(s): {', '.join(map(str, unknown))}. Known: {', '.join(sorted(known))}."
     return None
 
-class AssistantSettings:
-    """Attribute access to ASSISTANT settings with defaults, e.g. `assistant_settings.MAX_MODEL_CALLS`."""
 
-    def __init__(self) -> None:
+class AppSettings:
+    """Attribute access to the keys of ASSISTANT that `defaults` names, with those defaults: the core's are
+    `assistant_settings.MAX_MODEL_CALLS`; a sub-app reads its own through an instance of its own."""
+
+    #: Every instance, so that a change of ASSISTANT (override_settings) is read again by all of them.
+    instances: list[AppSettings] = []
+
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
         self._cache: dict[str, Any] | None = None
+        AppSettings.instances.append(self)
 
     def _load(self) -> dict[str, Any]:
         problem = settings_problem()
         if problem is not None:
             raise ImproperlyConfigured(problem)
-        return {**DEFAULTS, **(getattr(settings, "ASSISTANT", None) or {})}
+        user_settings = getattr(settings, "ASSISTANT", None) or {}
+        return {**self.defaults, **{key: value for key, value in user_settings.items() if key in self.defaults}}
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -160,7 +168,7 @@ class AssistantSettings:
         self._cache = None
 
 
-assistant_settings = AssistantSettings()
+assistant_settings = AppSettings(DEFAULTS)
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -214,7 +222,8 @@ def assistant_redis_url() -> str:
 
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "ASSISTANT":
-        assistant_settings.reload()
+        for app_settings in AppSettings.instances:
+            app_settings.reload()
 
 
 setting_changed.connect(_reload_on_change)

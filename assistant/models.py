@@ -12,6 +12,8 @@ from django.db.models import Q
 from django.utils import timezone
 from pgvector.django import VectorField
 
+from assistant.channel_policies import MAX_VALUE_CHARS, PANEL, channel_choices, shown_to_person_values
+
 
 class OwnedQuerySet(models.QuerySet):
     """Rows whose `owner_path` is the given user; nothing for anonymous users. A row that belongs to a
@@ -20,7 +22,8 @@ class OwnedQuerySet(models.QuerySet):
 
     owner_path = "owner"
     deleted_path: str | None = None
-    # The chat's channel: a replay's chat (channel `eval`) is staff's record, never the person's.
+    # The chat's channel: only the channels shown to their person (assistant/channel_policies.py) are theirs to
+    # read; an eval's replay, say, is staff's record.
     channel_path: str | None = None
 
     def for_user(self, user: Any) -> OwnedQuerySet:
@@ -30,7 +33,7 @@ class OwnedQuerySet(models.QuerySet):
         if self.deleted_path is not None:
             rows = rows.filter(**{f"{self.deleted_path}__isnull": True})
         if self.channel_path is not None:
-            rows = rows.exclude(**{self.channel_path: "eval"})
+            rows = rows.filter(**{f"{self.channel_path}__in": shown_to_person_values()})
         return rows
 
 
@@ -52,26 +55,17 @@ class StepQuerySet(OwnedQuerySet):
     channel_path = "run__chat__channel"
 
 
-class Channel(models.TextChoices):
-    """Where a chat's and a run's work was asked from: the person's panel (or page), or their own agent over
-    MCP with one of their access tokens (assistant/mcp/)."""
-
-    PANEL = "panel"
-    MCP = "mcp"
-    # A replay of a recorded run by an eval (assistant/evals/): its tool calls are answered from the
-    # recording (assistant/runs/replay.py); staff see it, its person never does.
-    EVAL = "eval"
-
-
 class AgentChat(models.Model):
     """One conversation. A person's most recently updated chat is their current one.
 
-    A chat of the `mcp` channel is the record of what one of the person's access tokens did as them: each
-    call of their agent is a run in it. The person reads it like any chat, and does not type in it."""
+    Its channel says where its work is asked from (assistant/channel_policies.py): the person's panel, where they
+    type, or a channel an optional app registers. A chat of the person's own agent (channel `mcp`) is the record
+    of what one of their access tokens did as them: each call of their agent is a run in it. The person reads
+    it like any chat, and does not type in it."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_chats")
     spec = models.CharField(max_length=100, default="default")
-    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.PANEL)
+    channel = models.CharField(max_length=MAX_VALUE_CHARS, choices=channel_choices, default=PANEL.value)
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     # Bumped when a message is sent in it: the most recently updated chat is the person's current one.
@@ -181,9 +175,9 @@ class AgentRun(models.Model):
     root = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="descendants")
     depth = models.PositiveSmallIntegerField(default=0, help_text="0 for a top run, 1 for its children, …")
     task = models.TextField(blank=True)
-    # Where the run was asked from (see Channel): `mcp` runs are one call of the person's own agent, made
-    # with the access token named here (its id kept as a number: the tokens' app is optional).
-    channel = models.CharField(max_length=16, choices=Channel.choices, default=Channel.PANEL)
+    # Where the run was asked from (assistant/channel_policies.py): `mcp` runs are one call of the person's own
+    # agent, made with the access token named here (its id kept as a number: the tokens' app is optional).
+    channel = models.CharField(max_length=MAX_VALUE_CHARS, choices=channel_choices, default=PANEL.value)
     client_name = models.CharField(max_length=100, blank=True, help_text="The access token's name, for an MCP run.")
     client_token_id = models.BigIntegerField(null=True, blank=True, editable=False)
     # The parent's step that asked this member (its `ask_<member>` tool call): where its steps belong.

@@ -1,14 +1,19 @@
+"""The assistant's URLs, under its namespace `assistant`: `path("assistant/", include("assistant.urls"))`.
+
+The optional sub-apps' routes are the host's to include, where it installs them. Their URL names are the
+assistant's own (`assistant:mcp`, `assistant:tokens`, `assistant:ag-ui`), and Django gives a namespace to one
+include alone, so they go into the same include, through `assistant_urls`."""
+
 from __future__ import annotations
 
-from django.apps import apps
-from django.urls import path
+from django.urls import URLPattern, URLResolver, path
 
 from assistant import views
 from assistant.operations import health
 
 app_name = "assistant"
 
-urlpatterns = [
+urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.assistant_page, name="page"),
     path("memories/", views.memories_page, name="memories"),
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
@@ -17,12 +22,15 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
 ]
 
-# The optional sub-apps' pages come with this include when the host installs them, and only then.
-if apps.is_installed("assistant.mcp"):
-    from assistant.mcp.urls import urlpatterns as mcp_urlpatterns
 
-    urlpatterns += mcp_urlpatterns
-if apps.is_installed("assistant.agui"):
-    from assistant.agui.urls import urlpatterns as agui_urlpatterns
+def assistant_urls(*sub_apps: URLPattern | URLResolver) -> tuple[list[URLPattern | URLResolver], str]:
+    """The assistant's URLs and the routes of the optional sub-apps a host installs, for `include()`, all under
+    the namespace `assistant`:
 
-    urlpatterns += agui_urlpatterns
+        path("assistant/", include(assistant_urls(
+            path("", include("assistant.mcp.urls")),   # the person's own agent over MCP, their tokens' pages
+            path("", include("assistant.agui.urls")),  # the AG-UI endpoint
+        ))),
+
+    With no sub-app it is `include("assistant.urls")`."""
+    return [*urlpatterns, *sub_apps], app_name

@@ -141,8 +141,9 @@ def measure(*, rounds: int = ROUNDS, calls_per_block: int = CALLS_PER_BLOCK,
     daphne on the throwaway database `database_name`."""
     from django.contrib.auth import get_user_model
 
+    from assistant.mcp.channel import MCP
     from assistant.mcp.tokens import token_create
-    from assistant.models import AgentRun, Channel
+    from assistant.models import AgentRun
     from benchmarks.mcp_site.urls import BASELINE_PATH, BASELINE_TOOL
     from tracker.models import Project
 
@@ -183,7 +184,7 @@ def measure(*, rounds: int = ROUNDS, calls_per_block: int = CALLS_PER_BLOCK,
                     f"{kind} p50 {statistics.median(result.rounds[kind][-1]):5.2f} ms" for kind in KINDS), flush=True)
         result.queries, result.commits = _queries_of_one_call(secret)
         result.mcp_calls += 1
-        result.mcp_runs = AgentRun.objects.filter(owner=person, channel=Channel.MCP).count()
+        result.mcp_runs = AgentRun.objects.filter(owner=person, channel=MCP.value).count()
     if log.exists() and any(mark in log.read_text(errors="replace") for mark in ("Traceback", " ERROR ")):
         print(f"The benchmark's daphne logged errors: see {log}", file=sys.stderr, flush=True)
     if result.mcp_runs != result.mcp_calls:

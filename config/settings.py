@@ -315,7 +315,8 @@ LOGGING = {
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
 
-# The assistant's own settings; keys and defaults are in assistant/conf.py.
+# The assistant's own settings; keys and defaults are in assistant/conf.py (the optional sub-apps' in their own
+# conf.py: assistant/mcp/conf.py, assistant/evals/conf.py).
 ASSISTANT: dict[str, object] = {}
 if os.environ.get("ASSISTANT_MODEL"):
     ASSISTANT["MODEL"] = os.environ["ASSISTANT_MODEL"]

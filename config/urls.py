@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
 from assistant.operations.health import healthz
+from assistant.urls import assistant_urls
 from config import views
+
+# The optional sub-apps' routes, beside the assistant's own and in its namespace, where the site installs them
+# (config/settings.py installs both; a test's settings may leave one out).
+assistant_sub_apps: list[URLPattern | URLResolver] = []
+if apps.is_installed("assistant.mcp"):  # the person's own agent over MCP, and their access tokens' pages
+    assistant_sub_apps.append(path("", include("assistant.mcp.urls")))
+if apps.is_installed("assistant.agui"):  # the AG-UI endpoint
+    assistant_sub_apps.append(path("", include("assistant.agui.urls")))
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -13,7 +23,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
-    path("assistant/", include("assistant.urls")),
+    path("assistant/", include(assistant_urls(*assistant_sub_apps))),
     # Hosted agents (claude.ai, ChatGPT) connect to the assistant's MCP endpoint through OAuth.
     path("oauth/", include("assistant.mcp.oauth_urls")),
     path("", include("assistant.mcp.oauth_wellknown")),

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
+from django.http import HttpRequest, HttpResponse
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 
@@ -60,6 +61,12 @@ class SessionEnded(Exception):
 #: token still acts as its person: each `(token_id) -> (stop_reason, message) | None` is None while it does.
 #: The app that issues tokens (assistant.mcp) adds its own at start-up; the core knows no token model.
 TOKEN_CHECKS: list[Callable[[int], tuple[str, str] | None]] = []
+
+#: How a request that sends an `Authorization` header is signed in with one of its person's access tokens, for an
+#: endpoint that takes them beside the session (AG-UI's): `(request) -> (person, token)`, or the response that
+#: refuses the request. The app that issues tokens (assistant.mcp) adds its own at start-up; while none has, the
+#: site takes no access tokens.
+TOKEN_AUTHENTICATORS: list[Callable[[HttpRequest], tuple[Any, Any] | HttpResponse]] = []
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,13 @@
 """What the AG-UI sub-app checks at start-up: that the protocol's package is there, in a version that has the
 events the endpoint sends (the interrupt outcome of RUN_FINISHED, the `resume` of RunAgentInput, the subagent
-events of AG-UI 1.0)."""
+events of AG-UI 1.0), and that a host that routes the assistant's pages routes the endpoint too."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.urls import NoReverseMatch, reverse
 
 #: What the endpoint uses of `ag_ui.core`, beyond the events every version has.
 NEEDED = ("RunFinishedInterruptOutcome", "ResumeEntry", "SubagentStartedEvent", "SubagentFinishedEvent",
@@ -36,3 +37,27 @@ def check_agui(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         return []
     return [Error(problem, hint=f"Install it: {INSTALL}; or remove 'assistant.agui' from INSTALLED_APPS.",
                   id="assistant.E050")]
+
+
+def _routed(url_name: str) -> bool:
+    try:
+        reverse(url_name)
+    except NoReverseMatch:
+        return False
+    return True
+
+
+@register(Tags.urls)
+def check_agui_urls(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """The host includes this app's URL beside the assistant's own (assistant/urls.py, `assistant_urls`): a
+    project whose URLconf routes the assistant's pages and not this (an include written before the host
+    included it) has an endpoint that answers 404. A URLconf without the assistant at all is not this app's to
+    judge."""
+    if not _routed("assistant:page") or _routed("assistant:ag-ui"):
+        return []
+    return [Warning(
+        "assistant.agui is installed, but its URL is not routed: the AG-UI endpoint (assistant:ag-ui) answers 404.",
+        hint='Include it with the assistant\'s own, in the project\'s urls.py: `path("assistant/", '
+             'include(assistant_urls(path("", include("assistant.agui.urls")))))`, with '
+             "`from assistant.urls import assistant_urls` (the README's URLs step).",
+        id="assistant.W051")]

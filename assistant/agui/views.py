@@ -6,8 +6,9 @@ streams (`assistant.agui.stream`):
 
 - the person's browser session, for a frontend on the site's own origin, with Django's CSRF check (the
   `X-CSRFToken` header, as any of the site's own scripts sends it): a session without it is refused (403);
-- or one of the person's access tokens (`Authorization: Bearer ast_…`, made on their tokens page), checked by
-  the MCP endpoint's own `token_auth`: no cookie is read then, so no CSRF token is needed;
+- or one of the person's access tokens (`Authorization: Bearer ast_…`, made on their tokens page), checked as the
+  MCP endpoint checks them, by the authenticator the MCP app adds where it is installed
+  (`assistant.access.authority.TOKEN_AUTHENTICATORS`): no cookie is read then, so no CSRF token is needed;
 - neither: 401, with a bearer challenge.
 
 What is not a run's input is answered at once with a 4xx JSON body, `{"error": code, "message": words}`: no
@@ -22,14 +23,13 @@ import logging
 from http import HTTPStatus
 from typing import Any
 
-from django.apps import apps
 from django.core.exceptions import RequestDataTooBig
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from assistant.access.authority import SentFrom
+from assistant.access.authority import TOKEN_AUTHENTICATORS, SentFrom
 from assistant.agui.checks import INSTALL, protocol_problem
 from assistant.agui.models import ID_MAX
 from assistant.infra.text import parsed_json_problem
@@ -64,15 +64,14 @@ def _authenticate(request: HttpRequest) -> Any:
 
     if request.headers.get("Authorization") is not None:
         # A bearer token, the person's own agent's credential: the session cookie, if any, is not used.
-        if not apps.is_installed("assistant.mcp"):
+        if not TOKEN_AUTHENTICATORS:  # no app that issues tokens is installed
             return _refusal(HTTPStatus.UNAUTHORIZED, "unauthorized", "This site takes no access tokens: sign in.",
                             **{"WWW-Authenticate": "Bearer"})
-        from assistant.mcp.server import token_auth
-
-        refused = token_auth(request)
-        if refused is not None:
-            return refused
-        return Caller(user=request.user, token=request.mcp_token)  # type: ignore[attr-defined]
+        signed_in = TOKEN_AUTHENTICATORS[0](request)
+        if isinstance(signed_in, HttpResponseBase):
+            return signed_in
+        user, token = signed_in
+        return Caller(user=user, token=token)
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return _refusal(HTTPStatus.UNAUTHORIZED, "unauthorized",

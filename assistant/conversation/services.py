@@ -19,8 +19,8 @@ from assistant.access.authority import (
     session_group,
 )
 from assistant.access.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
+from assistant.channel_policies import PANEL, channel_policy
 from assistant.conf import assistant_settings
-from assistant.conversation.agent_calls import agent_call_answer
 from assistant.infra import event_names
 from assistant.infra.text import readable_text
 from assistant.infra.worker_queue import run_enqueue
@@ -31,7 +31,7 @@ from assistant.live.payloads import (
     run_event,
 )
 from assistant.live.selectors import NotFound, run_pending_confirmation
-from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
+from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
@@ -114,12 +114,12 @@ def chat_send(
         chat = chats.filter(pk=chat_id).first()
         if chat is None:
             raise NotFound(f"No chat {chat_id!r}.")
-        if chat.channel != Channel.PANEL:
+        if chat.channel != PANEL.value:
             raise Refused("agent_chat", "This chat is the record of what your own agent did as you; start a new "
                                         "chat to talk to the assistant.")
     else:
         # The person's current chat is one they talk in: a chat of their agent's calls never is.
-        chat = None if new_chat else chats.filter(channel=Channel.PANEL).order_by("-updated_at", "-id").first()
+        chat = None if new_chat else chats.filter(channel=PANEL.value).order_by("-updated_at", "-id").first()
     # The message's time, and so its chat's newest activity.
     now = timezone.now()
     made = chat is None
@@ -170,7 +170,7 @@ def _recent_runs_sql() -> str:
     messages they sent."""
     table = AgentRun._meta.db_table
     return (f'SELECT count(*) FROM (SELECT 1 FROM "{table}" WHERE "owner_id" = %s '  # noqa: S608 (the model's table)
-            f"AND \"parent_id\" IS NULL AND \"channel\" = '{Channel.PANEL.value}' "
+            f"AND \"parent_id\" IS NULL AND \"channel\" = '{PANEL.value}' "
             'AND "created_at" >= %s LIMIT %s) AS "recent"')
 
 
@@ -274,12 +274,11 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
             "That action is not the one waiting for your answer (it was answered already, or is not this "
             "run's question); nothing was done.",
         )
-    if run.channel == Channel.MCP:
-        if comment:
-            raise Refused("bad_request", "A comment answers a plan; this is your agent's call: approve or decline it.")
-        # The agent that asked is not a worker of this site: an approval waits for its next call of the same
-        # tool with the same arguments, which runs it once; a no ends the call's run here.
-        agent_call_answer(run, pending, approve=approve)
+    answer_card = channel_policy(run.channel).answer_card
+    if answer_card is not None:
+        # A channel whose runs no worker of this site goes on with (the person's own agent's calls, which their
+        # agent runs when it calls again) takes the answer its own way.
+        answer_card(run, pending, approve, comment)
         return run
     plan = AgentPlan.objects.filter(made_in=pending).first() if pending.tool_name == PLAN_TOOL else None
     comment = readable_text(comment or "", multiline=True)

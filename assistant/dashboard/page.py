@@ -15,14 +15,15 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString
 
+from assistant.channel_policies import channel_policy
 from assistant.dashboard.reads import (
-    CHANNEL_CHOICES,
     TOP,
     TREE_CHOICES,
     Dashboard,
     DashboardQuery,
     MemberSteps,
     ToolFigures,
+    dashboard_channel_choices,
     dashboard_get,
     parse_query,
     specs_list,
@@ -203,7 +204,11 @@ def page_context(board: Dashboard) -> dict[str, Any]:
         "days": days,
         "all_url": run_list_url(query),
         "members_url": run_list_url(query, tree="member"),
-        "mcp_url": run_list_url(query, channel="mcp"),
+        # What the runs are when one channel is chosen ("from the panel"), else each counted channel's share.
+        "channel_runs": channel_policy(query.channel).dashboard_runs if query.channel else "",
+        "channel_shares": [{"channel": value, "count": count, "url": run_list_url(query, channel=value),
+                            "words": channel_policy(value).dashboard_share}
+                           for value, count in board.channel_runs.items()],
         "tokens": format_number(board.tokens),
         "success_rate": _rate(board.by_outcome[AgentRun.Status.SUCCEEDED], board.ended),
         "succeeded_url": run_list_url(query, status=AgentRun.Status.SUCCEEDED),
@@ -260,7 +265,7 @@ def dashboard_view(request: HttpRequest, *, model_admin: Any) -> HttpResponse:
         "query": query,
         "specs": specs,
         "tree_choices": TREE_CHOICES,
-        "channel_choices": CHANNEL_CHOICES,
+        "channel_choices": dashboard_channel_choices(),
         **page_context(board),
     }
     return TemplateResponse(request, "admin/assistant/dashboard.html", context)

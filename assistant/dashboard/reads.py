@@ -16,7 +16,8 @@ from django.db.models.functions import TruncDate
 from django.http import QueryDict
 from django.utils import timezone
 
-from assistant.models import AgentPlan, AgentRun, AgentStep, Channel
+from assistant.channel_policies import channel_policies
+from assistant.models import AgentPlan, AgentRun, AgentStep
 from assistant.turn.confirmation import REFUSED_REASON_START
 
 #: The range shown when none (or a bad one) is asked for: the last 14 days, today included.
@@ -48,10 +49,12 @@ OUTCOMES: tuple[tuple[str, str, str], ...] = (
 #: message started) or the members' runs (work a run handed to a member, assistant/society/).
 TREE_CHOICES: tuple[tuple[str, str], ...] = (("", "All runs"), ("top", "Top runs"), ("member", "Members' runs"))
 
-#: Where the runs were asked from (`?channel=`, the run list's own parameter): all, the person's panel, or the
-#: person's own agent over MCP with one of their access tokens (assistant/mcp/).
-CHANNEL_CHOICES: tuple[tuple[str, str], ...] = (
-    ("", "All channels"), (Channel.PANEL, "Panel"), (Channel.MCP, "MCP (people's own agents)"))
+def dashboard_channel_choices() -> list[tuple[str, str]]:
+    """Where the runs were asked from (`?channel=`, the run list's own parameter): all, the person's panel, or a
+    channel an installed app registers and offers here (its policy's `dashboard_choice`: assistant/mcp/'s, the
+    person's own agent with one of their access tokens)."""
+    return [("", "All channels"), *((policy.value, policy.dashboard_choice) for policy in channel_policies()
+                                    if policy.dashboard_choice is not None)]
 
 
 # --- the question: which days, which spec, which runs of a tree ------------------------------------------
@@ -61,7 +64,7 @@ CHANNEL_CHOICES: tuple[tuple[str, str], ...] = (
 class DashboardQuery:
     """Runs created from `start` to `end` (both days included, in the site's time zone), of `spec` or all,
     top runs, members' runs or all (`tree`: "top", "member" or ""), asked from one channel or all (`channel`:
-    "panel", "mcp" or "")."""
+    one of `dashboard_channel_choices()`, "" for all)."""
 
     start: datetime.date
     end: datetime.date
@@ -140,8 +143,10 @@ def parse_query(params: QueryDict | Mapping[str, str], *, today: datetime.date,
         problems.append(f"“{_shown(tree)}” is not a choice of runs (top or member): showing all runs.")
         tree = ""
     channel = (params.get("channel") or "").strip()
-    if channel not in dict(CHANNEL_CHOICES):
-        problems.append(f"“{_shown(channel)}” is not a channel (panel or mcp): showing every channel.")
+    channels = [value for value, _ in dashboard_channel_choices() if value]
+    if channel not in ("", *channels):
+        offered = " or ".join([", ".join(channels[:-1]), channels[-1]] if len(channels) > 1 else channels)
+        problems.append(f"“{_shown(channel)}” is not a channel ({offered}): showing every channel.")
         channel = ""
     return DashboardQuery(start=start, end=end, spec=spec, tree=tree, channel=channel), problems
 
@@ -249,8 +254,9 @@ class Dashboard:
     errors: list[tuple[str, int]]
     #: How many of the runs are members' runs (work another run handed over).
     member_runs: int = 0
-    #: How many were calls of people's own agents over MCP (each call a run of channel `mcp`).
-    mcp_runs: int = 0
+    #: How many were asked from each channel whose share the dashboard counts (its policy's `dashboard_share`:
+    #: the calls of people's own agents over MCP, each a run of channel `mcp`), by channel.
+    channel_runs: dict[str, int] = field(default_factory=dict)
     plans: PlanFigures = field(default_factory=PlanFigures)
     containment: ContainmentFigures = field(default_factory=ContainmentFigures)
     by_outcome: dict[str, int] = field(init=False)
@@ -381,6 +387,7 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
     """The figures for `query`, in seven queries whatever the range's length (those of containment ride on
     the tools' and the runs' own)."""
     runs = runs_in(query).order_by()
+    shared = [policy for policy in channel_policies() if policy.dashboard_share is not None]
     runs_by_day: dict[datetime.date, dict[str, int]] = {day: {} for day in query.days}
     tokens_by_day: dict[datetime.date, int] = dict.fromkeys(query.days, 0)
     per_day = runs.annotate(day=TruncDate("created_at")).values("day", "status")
@@ -392,8 +399,8 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         up=Count("id", filter=Q(quality_score=1.0)), down=Count("id", filter=Q(quality_score=0.0)),
         none=Count("id", filter=Q(quality_score__isnull=True)),
         members=Count("id", filter=Q(parent__isnull=False)),
-        mcp=Count("id", filter=Q(channel=Channel.MCP)),
         labelled=Count("id", filter=~Q(others_text=[])),
+        **{f"channel_{policy.value}": Count("id", filter=Q(channel=policy.value)) for policy in shared},
     )
     tools = _tools_in(runs)
 
@@ -405,6 +412,7 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         query=query, runs_by_day=runs_by_day, tokens_by_day=tokens_by_day, p50_ms=overall["p50"],
         p95_ms=overall["p95"], thumbs_up=overall["up"], thumbs_down=overall["down"],
         no_feedback=overall["none"], tools=tools, stop_reasons=top("stop_reason"), errors=top("error"),
-        member_runs=overall["members"], mcp_runs=overall["mcp"], plans=_plans_in(runs),
+        member_runs=overall["members"],
+        channel_runs={policy.value: overall[f"channel_{policy.value}"] for policy in shared}, plans=_plans_in(runs),
         containment=_containment_in(overall["labelled"], tools),
     )

@@ -17,9 +17,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from assistant.conf import assistant_settings
 from assistant.evals._pages import eval_run_page
 from assistant.evals.cases import CaseRefused, case_add, proposal_reason, set_named, tool_calls_of
+from assistant.evals.conf import evals_settings
 from assistant.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from assistant.evals.replays import Candidate, EvalRefused, eval_run_refresh, eval_run_start
 from assistant.llm import ModelError, get_model
@@ -29,7 +29,7 @@ from registry.admin_queries import StrictAdminQueryMixin
 
 
 def evals_editable() -> bool:
-    return bool(assistant_settings.EVALS_EDITABLE)
+    return bool(evals_settings.EVALS_EDITABLE)
 
 
 class EvalEvidenceMixin:

@@ -30,8 +30,9 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from assistant.conf import assistant_settings
+from assistant.evals.conf import evals_settings
+from assistant.evals.replay import NO_RECORDED_ANSWER, canonical_arguments
 from assistant.plans.offer import PLAN_TOOL
-from assistant.runs.replay import NO_RECORDED_ANSWER, canonical_arguments
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ class JudgeGrader(Grader):
         rubric = expectations.get("rubric")
         if not rubric:
             return None
-        model_name = str(assistant_settings.JUDGE_MODEL or assistant_settings.MODEL)
+        model_name = str(evals_settings.JUDGE_MODEL or assistant_settings.MODEL)
         if any(model_name == name or model_name.startswith(name) for name in _CANNOT_JUDGE) or \
                 model_name.split(",")[0].strip() == "offline":
             return Grade(self.name, None, None, f"not judged: the model {model_name!r} cannot judge (set JUDGE_MODEL "
@@ -260,7 +261,7 @@ BUILT_IN: tuple[Grader, ...] = (TrajectoryGrader(), ToolsGrader(), ReplyGrader()
 
 
 def graders() -> list[Grader]:
-    extra = [import_string(path)() for path in assistant_settings.EVAL_GRADERS or []]
+    extra = [import_string(path)() for path in evals_settings.EVAL_GRADERS or []]
     return [*BUILT_IN, *extra]
 
 

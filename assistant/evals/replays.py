@@ -2,7 +2,7 @@
 
 A replay is an ordinary run of channel `eval` — queued, claimed, leased, swept up after a worker dies — in a
 chat of its own that its person never sees, whose settings carry the case's recording: its tool calls are
-answered from it (assistant/runs/replay.py), never by running a view, and it writes nothing of the person's
+answered from it (replay.py), never by running a view, and it writes nothing of the person's
 (no memories, no profile entry, no events). The candidate's model is called for real. When the replay ends
 (`run_ended`), its result is graded once (a conditional update); `eval_run_refresh` grades any whose signal
 was lost with a worker, and closes the eval run when none is left pending.
@@ -18,10 +18,11 @@ from django.db import transaction
 from django.dispatch import Signal, receiver
 from django.utils import timezone
 
+from assistant.evals.channel import EVAL
 from assistant.evals.graders import Call, Replayed, grade_all
 from assistant.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from assistant.infra.worker_queue import run_enqueue
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.runs.lifecycle import run_config, run_ended, run_open
 from assistant.society.members import member
 
@@ -105,11 +106,11 @@ def _replay_start(result: EvalResult, case: EvalCase, candidate: Candidate) -> N
     config["replay"] = {"recordings": [case.recording], "case": case.pk, "eval_run": result.eval_run_id}
     if case.recording.get("page"):
         config["page"] = case.recording["page"]
-    chat = AgentChat.objects.create(owner=case.owner, spec=spec, channel=Channel.EVAL,
+    chat = AgentChat.objects.create(owner=case.owner, spec=spec, channel=EVAL.value,
                                     title=f"Replay of case {case.pk} ({case.eval_set.name}, {candidate.label})"[:200])
     for message in case.conversation:
         AgentMessage.objects.create(chat=chat, owner=case.owner, role=message["role"], content=message["content"])
-    run = run_open(owner=case.owner, chat=chat, spec=spec, config=config, channel=Channel.EVAL)
+    run = run_open(owner=case.owner, chat=chat, spec=spec, config=config, channel=EVAL.value)
     run.save(force_insert=True)
     AgentMessage.objects.create(chat=chat, owner=case.owner, role=AgentMessage.Role.USER, content=case.question,
                                 run=run)

@@ -366,7 +366,7 @@ class Publisher:
 publisher = Publisher()
 
 
-#: The mark of an event nobody is told of: a replay's (assistant/runs/replay.py), whose rows are staff's alone.
+#: The mark of an event nobody is told of: a run of a channel its person never sees (an eval's replay), staff's alone.
 QUIET = "_quiet"
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from assistant.channel_policies import channel_policy
 from assistant.live.events import QUIET
 from assistant.live.markdown import render_markdown
 from assistant.live.selectors import chat_latest_message
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.page_context.read import PageContext
 from assistant.tools.declarations import ViewTool
 from assistant.tools.registry import registry
@@ -120,7 +121,7 @@ def run_event(event_type: str, run: AgentRun, /, **extra: Any) -> dict[str, Any]
     tree = ({"parent_run_id": run.parent_id, "root_run_id": run.root_id, "member": run.spec,
              "asked_in": run.asked_in_id} if run.parent_id is not None else {})
     event = {"type": event_type, "run_id": run.pk, "chat_id": run.chat_id, **tree, **extra}
-    if run.channel == Channel.EVAL:
-        # A replay is staff's, never its person's: its events are not published (assistant.events).
+    if not channel_policy(run.channel).shown_to_person:
+        # A run of a channel its person never sees (an eval's replay, staff's): its events are not published.
         event[QUIET] = True
     return event

@@ -8,7 +8,8 @@ from typing import Any
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
-from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
+from assistant.channel_policies import PANEL
+from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 
 
 class NotFound(Exception):
@@ -22,7 +23,7 @@ class CursorNotFound(NotFound):
 def chat_current(*, user: Any) -> AgentChat | None:
     """A person's most recently used chat that they talk in (a chat of their agent's calls is opened from
     the list, never by default)."""
-    return AgentChat.objects.for_user(user).filter(channel=Channel.PANEL).order_by("-updated_at", "-id").first()
+    return AgentChat.objects.for_user(user).filter(channel=PANEL.value).order_by("-updated_at", "-id").first()
 
 
 def chat_get(*, user: Any, chat_id: Any) -> AgentChat:

@@ -32,9 +32,11 @@ from django.utils import timezone
 from django_mcpz.server import ToolError
 
 from assistant.conf import assistant_settings
-from assistant.conversation.agent_calls import agent_call_declined, agent_call_reply
+from assistant.mcp.agent_calls import agent_call_declined, agent_call_reply
+from assistant.mcp.channel import MCP
+from assistant.mcp.conf import mcp_settings
 from assistant.mcp.models import AccessToken
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.runs import lifecycle
 from assistant.runs.lifecycle import (
     run_config,
@@ -100,7 +102,7 @@ def rate_check(caller: Caller, *, name: str, arguments: dict[str, Any], writes: 
     # One statement: the token's calls, and (for a write) how many of them were this very call.
     same_call = Q(config__mcp__call=call_digest(name, arguments))
     counted = recent.aggregate(calls=Count("pk"), **({"same": Count("pk", filter=same_call)} if writes else {}))
-    limit = int(assistant_settings.MCP_CALLS_PER_MINUTE)
+    limit = int(mcp_settings.MCP_CALLS_PER_MINUTE)
     if counted["calls"] >= limit:
         raise _too_many_calls(limit)
     same = int(assistant_settings.MAX_IDENTICAL_TOOL_CALLS)
@@ -142,7 +144,7 @@ def token_chat(caller: Caller) -> AgentChat:
     token = AccessToken.objects.select_for_update().get(pk=caller.token.pk)
     chat = chats.filter(pk=token.chat_id).first() if token.chat_id else None
     if chat is None:
-        chat = AgentChat.objects.create(owner=caller.user, spec=token.spec, channel=Channel.MCP,
+        chat = AgentChat.objects.create(owner=caller.user, spec=token.spec, channel=MCP.value,
                                         title=f"{token.name} (your agent)"[:200])
         AccessToken.objects.filter(pk=token.pk).update(chat=chat)
     return chat
@@ -171,7 +173,7 @@ def containment_note(caller: Caller, outcome: ToolOutcome) -> None:
     now = timezone.now()
     earlier = token.others_text if token.others_text_until and token.others_text_until > now else []
     token.others_text = merge(earlier, outcome.others_text)
-    token.others_text_until = now + timedelta(seconds=float(assistant_settings.MCP_CONTAINMENT_SECONDS))
+    token.others_text_until = now + timedelta(seconds=float(mcp_settings.MCP_CONTAINMENT_SECONDS))
     AccessToken.objects.filter(pk=token.pk).update(others_text=token.others_text,
                                                    others_text_until=token.others_text_until)
 
@@ -190,7 +192,7 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
     waits = bool(summary)
     stored, _problem = storable_json(arguments)
     writes = tool.kind != "read"
-    calls, same = int(assistant_settings.MCP_CALLS_PER_MINUTE), int(assistant_settings.MAX_IDENTICAL_TOOL_CALLS)
+    calls, same = int(mcp_settings.MCP_CALLS_PER_MINUTE), int(assistant_settings.MAX_IDENTICAL_TOOL_CALLS)
     since = now - timedelta(minutes=1)
     limits = [caller.token.pk, since, calls, calls]
     if writes:
@@ -204,7 +206,7 @@ def run_open(caller: Caller, tool: Tool, arguments: dict[str, Any], *, summary: 
         run = lifecycle.run_open(
             owner=caller.user, chat=chat, spec=caller.token.spec, model=CLIENT_MODEL, config=config,
             others_text=(containment or {}).get("others_text") or [],
-            channel=Channel.MCP, client_name=caller.token.name, client_token_id=caller.token.pk,
+            channel=MCP.value, client_name=caller.token.name, client_token_id=caller.token.pk,
             begun=now, asks_first=waits,
         )
         message = AgentMessage(chat=chat, owner=caller.user, role=AgentMessage.Role.USER,
@@ -239,7 +241,7 @@ def waiting_call(caller: Caller, tool: Tool, arguments: dict[str, Any]) -> tuple
     """This token's run for this very call that still waits (for the person's answer, or approved and
     waiting for the agent to call again), if one was asked within MCP_APPROVAL_SECONDS; older ones are
     ended as not answered, so a call asks afresh."""
-    horizon = timezone.now() - timedelta(seconds=float(assistant_settings.MCP_APPROVAL_SECONDS))
+    horizon = timezone.now() - timedelta(seconds=float(mcp_settings.MCP_APPROVAL_SECONDS))
     runs = AgentRun.objects.filter(client_token_id=caller.token.pk, owner=caller.user, chat__deleted_at__isnull=True,
                                    status=AgentRun.Status.AWAITING_CONFIRMATION,
                                    config__mcp__call=call_digest(tool.name, arguments)).order_by("-created_at")

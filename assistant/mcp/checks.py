@@ -1,13 +1,13 @@
-"""What the MCP sub-app checks at start-up: the tools it cannot offer by name, and a host's OAuth set-up
-that would let nobody consent (a consent page without the person's choices, or django-mcpz's own routes
-whose grants make no token of the person's)."""
+"""What the MCP sub-app checks at start-up: the tools it cannot offer by name, a host that routes the
+assistant's pages but not this app's, and a host's OAuth set-up that would let nobody consent (a consent page
+without the person's choices, or django-mcpz's own routes whose grants make no token of the person's)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.apps import apps
-from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import NoReverseMatch, resolve, reverse
 
 from assistant.tools.registry import registry
@@ -26,6 +26,31 @@ def check_mcp(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     if apps.is_installed("django_mcpz.oauth"):
         problems.extend(_oauth_problems())
     return problems
+
+
+def _routed(url_name: str) -> bool:
+    try:
+        reverse(url_name)
+    except NoReverseMatch:
+        return False
+    return True
+
+
+@register(Tags.urls)
+def check_mcp_urls(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """The host includes this app's URLs beside the assistant's own (assistant/urls.py, `assistant_urls`): a
+    project whose URLconf routes the assistant's pages and not these (an include written before the host
+    included them) has an endpoint and a tokens page that answer 404. A URLconf without the assistant at all
+    is not this app's to judge."""
+    if not _routed("assistant:page") or _routed("assistant:mcp"):
+        return []
+    return [Warning(
+        "assistant.mcp is installed, but its URLs are not routed: the MCP endpoint (assistant:mcp) and the access "
+        "tokens' pages answer 404, and the panel links no tokens page.",
+        hint='Include them with the assistant\'s own, in the project\'s urls.py: `path("assistant/", '
+             'include(assistant_urls(path("", include("assistant.mcp.urls")))))`, with '
+             "`from assistant.urls import assistant_urls` (the README's URLs step).",
+        id="assistant.W041")]
 
 
 def _oauth_problems() -> list[CheckMessage]:

@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from assistant.conf import assistant_settings
+from assistant.mcp.conf import mcp_settings
 from assistant.mcp.models import NAME_MAX
 from assistant.mcp.tokens import spec_choices
 
@@ -33,7 +33,7 @@ class TokenCreateForm(forms.Form):
         spec = self.fields["spec"]
         assert isinstance(spec, forms.ChoiceField)  # noqa: S101  (for the type checker)
         spec.choices = [(name, name) for name in spec_choices()]
-        minutes = max(1, round(float(assistant_settings.MCP_CONTAINMENT_SECONDS) / 60))
+        minutes = max(1, round(float(mcp_settings.MCP_CONTAINMENT_SECONDS) / 60))
         self.fields["containment"].help_text = (
             "Once a call has returned text someone else wrote (a comment, a shared project), each change it asks "
             f"for in the next {minutes} minute{'' if minutes == 1 else 's'} waits for your approval.")

@@ -41,7 +41,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from redis.exceptions import RedisError
 
-from assistant.conf import assistant_settings
+from assistant.mcp.conf import mcp_settings
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import TokenRefused, spec_choices, token_check, token_create
 
@@ -161,7 +161,7 @@ def registration_counted(address: str) -> int | None:
     sent at once are counted exactly."""
     from assistant.infra.redis_connection import redis_client
 
-    limit = int(assistant_settings.MCP_OAUTH_REGISTRATIONS_PER_HOUR)
+    limit = int(mcp_settings.MCP_OAUTH_REGISTRATIONS_PER_HOUR)
     key = f"assistant:oauth-registrations:{address}"
     with redis_client().pipeline(transaction=True) as pipe:
         pipe.set(key, 0, ex=REGISTRATION_WINDOW_SECONDS, nx=True)
@@ -201,7 +201,7 @@ def register(request: HttpRequest) -> HttpResponse:
         return _registration_error(
             "temporarily_unavailable",
             f"Too many registrations from this address: at most "
-            f"{assistant_settings.MCP_OAUTH_REGISTRATIONS_PER_HOUR} an hour. Try again in {wait} seconds, or use "
+            f"{mcp_settings.MCP_OAUTH_REGISTRATIONS_PER_HOUR} an hour. Try again in {wait} seconds, or use "
             "a client ID metadata document, which needs no registration.",
             HTTPStatus.TOO_MANY_REQUESTS, **{"Retry-After": str(wait)})
     return oauth_views.register(request)

@@ -102,6 +102,15 @@ def token_auth(request: HttpRequest) -> HttpResponse | None:
     return None
 
 
+def token_caller(request: HttpRequest) -> tuple[Any, Any] | HttpResponse:
+    """`token_auth` for an endpoint of another app that takes the person's access tokens (AG-UI's, through
+    `assistant.access.authority.TOKEN_AUTHENTICATORS`): the person and the token, or the response refusing them."""
+    refused = token_auth(request)
+    if refused is not None:
+        return refused
+    return request.user, request.mcp_token  # type: ignore[attr-defined]
+
+
 #: What a client of the Streamable HTTP transport must take (it lists both in Accept); this server answers JSON.
 _ANSWERABLE = ("application/json", "text/event-stream")
 

@@ -17,8 +17,9 @@ from typing import Any
 
 from django.db import models
 
+from assistant.channel_policies import PANEL
 from assistant.infra.text import readable_text
-from assistant.models import AgentMessage, Channel
+from assistant.models import AgentMessage
 from assistant.page_context.read import PageContext
 from assistant.society.members import member
 from assistant.tools.declarations import ReadTool, ViewTool
@@ -153,7 +154,7 @@ def _start_suggestions(tools: list[ViewTool | ReadTool]) -> list[Suggestion]:
 
 
 def _recent(user: Any) -> list[Suggestion]:
-    rows = (AgentMessage.objects.filter(owner=user, role=AgentMessage.Role.USER, chat__channel=Channel.PANEL,
+    rows = (AgentMessage.objects.filter(owner=user, role=AgentMessage.Role.USER, chat__channel=PANEL.value,
                                         run__parent__isnull=True)
             .order_by("-id").values_list("content", flat=True)[:20])
     seen: set[str] = set()

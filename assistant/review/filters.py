@@ -16,30 +16,28 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from assistant.models import AgentPlan, AgentRun, AgentStep, Channel
+from assistant.channel_policies import channel_choices
+from assistant.models import AgentPlan, AgentRun, AgentStep
 from assistant.review.plans import plan_status
-
-#: The channels in the words staff read them in (the chat and run lists' filter and column).
-CHANNEL_WORDS: dict[str, str] = {Channel.PANEL.value: "Panel", Channel.MCP.value: "MCP (the person's own agent)",
-                                  Channel.EVAL.value: "Eval replay"}
 
 
 class ChannelFilter(admin.SimpleListFilter):
-    """Where a chat or run was asked from (`?channel=`, as the dashboard links it): the person's panel, or
-    their own agent over MCP with one of their access tokens."""
+    """Where a chat or run was asked from (`?channel=`, as the dashboard links it): the person's panel, or a
+    channel an installed app registers (assistant/channel_policies.py), in staff's words."""
 
     title = "channel"
     parameter_name = "channel"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(value, CHANNEL_WORDS.get(value, label)) for value, label in Channel.choices]
+        return channel_choices()
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         if self.value() is None:
             return queryset
-        if self.value() not in Channel.values:
+        values = [value for value, _ in channel_choices()]
+        if self.value() not in values:
             # Not "every row": a link that asks for a channel there is not is told so (StrictAdminQueryMixin).
-            raise IncorrectLookupParameters(f"“{self.value()}” is not a channel ({', '.join(Channel.values)})")
+            raise IncorrectLookupParameters(f"“{self.value()}” is not a channel ({', '.join(values)})")
         return queryset.filter(channel=self.value())
 
 

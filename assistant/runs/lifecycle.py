@@ -21,16 +21,16 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from assistant.access.authority import SentFrom
+from assistant.channel_policies import PANEL, channel_policy
 from assistant.conf import assistant_settings
 from assistant.infra import event_names
 from assistant.live.events import publish_to_user
 from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, Channel, step_counts
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.record import run_plan_close
 from assistant.runs.cancel_flags import request_cancel
 from assistant.runs.lease import LeaseLost, write_fenced
 from assistant.runs.profile import run_intent, run_profile_record
-from assistant.runs.replay import member_replay, replay_settings
 from assistant.society.budget import BudgetExhausted, reserve
 from assistant.society.members import member
 from assistant.society.outcome import member_outcome, subtree_effects
@@ -39,8 +39,9 @@ from assistant.society.outcome import member_outcome, subtree_effects
 STOPPED_BY_YOU = "Stopped by you."
 
 
-#: Sent once a replay's top run (channel `eval`) has ended and that end has committed, with `run_id`: an
-#: eval grades it then (assistant/evals/). Other runs end without it.
+#: Sent once a top run that is not filed in its owner's profile has ended and that end has committed, with
+#: `run_id`: the app whose channel says so (assistant/channel_policies.py) takes it up then (an eval grades its
+#: replay: assistant/evals/). Runs filed in the profile end without it.
 run_ended = Signal()
 
 
@@ -83,7 +84,7 @@ def _as_setting(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def run_open(*, spec: str, config: dict[str, Any], channel: str = Channel.PANEL, sent_from: SentFrom | None = None,
+def run_open(*, spec: str, config: dict[str, Any], channel: str = PANEL.value, sent_from: SentFrom | None = None,
              model: str | None = None, begun: datetime | None = None, asks_first: bool = False,
              **fields: Any) -> AgentRun:
     """A new run under `spec` with the settings it keeps for life (`run_config`), from any channel; `fields`
@@ -173,10 +174,10 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
         config.update(reserve(parent, config, sharing=sharing))
     except BudgetExhausted as spent:
         raise DelegationRefused(spent.message) from spent
-    replay = replay_settings(parent.config or {})
-    if replay is not None:
-        # A member asked in a replay replays too: from the recordings of that member's runs.
-        config["replay"] = member_replay(replay, spec, task)
+    member_settings = channel_policy(parent.channel).member_settings
+    if member_settings is not None:
+        # What its asker's channel passes on (a member asked in a replay replays too, from its recordings).
+        config.update(member_settings(parent.config or {}, spec, task))
     child = run_open(
         owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent, channel=parent.channel,
         root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, config=config,
@@ -313,7 +314,7 @@ def step_announce(run: AgentRun, step: AgentStep) -> None:
 def step_outcome_set(step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None) -> None:
     """Put a tool step's outcome (what the executor answered, or why nothing ran) on its row, not saved yet:
     finished, whether it took effect (None: the outcome is unknown), and why not. The worker's journal and the
-    channels that run their own calls (assistant/conversation/agent_calls.py) end a step this one way."""
+    channels that run their own calls (assistant/mcp/agent_calls.py) end a step this one way."""
     step.state = AgentStep.State.FINISHED
     step.result = outcome
     took_effect = outcome.get("took_effect")
@@ -475,7 +476,7 @@ def _run_close(
     for step in unrun:
         step.save(update_fields=["state", "took_effect", "reason", "result"])
         step_announce(run, step)
-    if run.channel != Channel.EVAL:  # a replay is staff's experiment, not the person's record
+    if channel_policy(run.channel).filed_in_profile:  # not an eval's replay, staff's experiment, say
         run_profile_record(run, steps)
     elif run.parent_id is None:
         transaction.on_commit(functools.partial(run_ended.send, sender=AgentRun, run_id=run.pk), robust=True)

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from assistant.access.authority import RunAuthority, SessionEnded
+from assistant.channel_policies import RecordedAnswers
 from assistant.llm import ToolCall
 from assistant.models import AgentPlan, AgentRun, AgentStep
 from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import needs_approval, new_revision, plan_refused_outcome, plan_summary, planned_outcome
 from assistant.runs.lifecycle import not_run_outcome, run_setting
 from assistant.runs.model_output import storable_json
-from assistant.runs.replay import RecordedTools
 from assistant.society.offer import DelegationTool
 from assistant.tools import Tool, execute_tool
 from assistant.tools.describe import describe_call
@@ -324,11 +324,11 @@ class Limited(Wrapper):
 
 
 class Replayed(Wrapper):
-    """An eval's replay (assistant/runs/replay.py): each call is answered from the recording, nothing runs and
-    nobody is asked (the recording's person answered already). A tool this run is not offered is refused as
-    the executor would refuse it."""
+    """A run whose channel answers its calls from a recording (an eval's replay, assistant/evals/replay.py): each
+    call is answered from it, nothing runs and nobody is asked (the recording's person answered already). A tool
+    this run is not offered is refused as the executor would refuse it."""
 
-    def __init__(self, inner: Toolset, recording: RecordedTools) -> None:
+    def __init__(self, inner: Toolset, recording: RecordedAnswers) -> None:
         super().__init__(inner)
         self.recording = recording
 
@@ -418,7 +418,7 @@ def ask(turn: Turn, tool: Tool, item: PendingCall, *, containment: dict[str, Any
                        tool_name=call.name, call_id=call.id, arguments=call.arguments)
 
 
-def calls_for(turn: Turn, *, replay: RecordedTools | None) -> Calls:
+def calls_for(turn: Turn, *, replay: RecordedAnswers | None) -> Calls:
     """Every kind of call a turn's model may ask for, each behind what stands between it and its effect."""
     app: Toolset = Contained(ApprovalRequired(AppTools(turn)))
     if replay is not None:

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from assistant.access.authority import RunAuthority, SessionEnded
+from assistant.channel_policies import RecordedAnswers, channel_policy
 from assistant.conf import DEFAULTS
 from assistant.embeddings import Embedder, EmbeddingError, get_embedder
 from assistant.infra import event_names
@@ -45,7 +46,6 @@ from assistant.runs.lifecycle import (
     run_setting,
 )
 from assistant.runs.model_output import clean_text, fit_response, ids_in, recorded_calls
-from assistant.runs.replay import RecordedTools, replay_settings
 from assistant.society.members import member
 from assistant.society.offer import DelegationTool, delegation_tools
 from assistant.tools import Tool, tools_for
@@ -188,14 +188,13 @@ class Turn:
         page = self.config.get("page") if not self.is_member else None
         self._read_before: list[dict[str, Any]] = list((page or {}).get("others_text") or []) if isinstance(
             page, dict) else []
-        # A replay (an eval's, assistant/runs/replay.py) is answered from its recording, never by running a view;
-        # the answers it was given before a worker took it up again are its own steps'.
-        replay = replay_settings(self.config)
-        self.replay = RecordedTools(
-            list(replay.get("recordings") or []),
-            answered=[(step.tool_name, step.arguments) for step in steps
-                      if step.kind == Kind.TOOL_CALL and step.state == State.FINISHED],
-        ) if replay is not None else None
+        # A run whose channel answers its calls from a recording (an eval's replay) never runs a view; the answers
+        # it was given before a worker took it up again are its own steps'.
+        recorded = channel_policy(run.channel).recorded_answers
+        self.replay: RecordedAnswers | None = recorded(
+            self.config, [(step.tool_name, step.arguments) for step in steps
+                          if step.kind == Kind.TOOL_CALL and step.state == State.FINISHED],
+        ) if recorded is not None else None
         # Every call of the model's answers goes through these, each behind what decides whether it runs.
         self.calls = calls_for(self, replay=self.replay)
 

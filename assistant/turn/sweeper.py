@@ -16,9 +16,10 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from assistant.channel_policies import channel_policies
 from assistant.conf import assistant_settings
 from assistant.infra.worker_queue import worker_queue
-from assistant.models import AgentRun, Channel
+from assistant.models import AgentRun
 from assistant.runs.lease import configured_lease_seconds
 from assistant.runs.lifecycle import run_finish, run_parents_wake_due, run_setting
 from assistant.runs.profile import run_profile_record
@@ -60,19 +61,23 @@ def _time_out_stuck_runs(now: datetime) -> list[int]:
 
 
 def _expire_client_approvals(now: datetime) -> list[int]:
-    """End the calls of the person's own agent (channel `mcp`) that waited for approval longer than
-    MCP_APPROVAL_SECONDS: answered or not, the agent that asked has not called again, and an approval is
-    for the call it was asked about, then. No worker holds them: nothing else would end them."""
-    horizon = now - timedelta(seconds=float(assistant_settings.MCP_APPROVAL_SECONDS))
-    expired = []
-    with transaction.atomic():
-        waiting = AgentRun.objects.select_for_update(skip_locked=True).filter(
-            channel=Channel.MCP, status=AgentRun.Status.AWAITING_CONFIRMATION, created_at__lt=horizon
-        ).order_by("pk")[:REQUEUE_BATCH]
-        for run in waiting:
-            run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.EXPIRED,
-                       error="Your agent did not call it again in time; the action was not taken.")
-            expired.append(run.pk)
+    """End the runs that waited for approval longer than their channel lets them (its policy's
+    `approval_seconds`: the person's own agent's calls, MCP_APPROVAL_SECONDS): answered or not, the agent that
+    asked has not called again, and an approval is for the call it was asked about, then. No worker holds
+    them: nothing else would end them. A panel's run waits for its person as long as it takes."""
+    expired: list[int] = []
+    for policy in channel_policies():
+        if policy.approval_seconds is None:
+            continue
+        horizon = now - timedelta(seconds=float(policy.approval_seconds()))
+        with transaction.atomic():
+            waiting = AgentRun.objects.select_for_update(skip_locked=True).filter(
+                channel=policy.value, status=AgentRun.Status.AWAITING_CONFIRMATION, created_at__lt=horizon
+            ).order_by("pk")[:REQUEUE_BATCH]
+            for run in waiting:
+                run_finish(run=run, status=AgentRun.Status.CANCELLED, stop_reason=AgentRun.StopReason.EXPIRED,
+                           error=policy.approval_expired)
+                expired.append(run.pk)
     return expired
 
 

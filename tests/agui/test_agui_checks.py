@@ -10,13 +10,35 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
-from django.test import Client
+from django.test import Client, override_settings
 
-from assistant.agui.checks import check_agui
+from assistant.agui.checks import check_agui, check_agui_urls
 
 
 def test_the_site_passes_the_check_with_the_package_installed() -> None:
     assert check_agui(None) == []
+
+
+def test_the_site_routes_the_endpoint_with_the_assistants_own_urls() -> None:
+    assert check_agui_urls(None) == []
+
+
+@override_settings(ROOT_URLCONF="tests.testapp.assistant_urls_only")
+def test_an_include_of_the_assistants_urls_alone_is_told_to_include_the_endpoint_too() -> None:
+    # The host includes the sub-apps' URLs (assistant/urls.py, `assistant_urls`): a URLconf written before, with the
+    # assistant's own include alone, routes no endpoint, and `manage.py check` says how to route it.
+    [warning] = check_agui_urls(None)
+
+    assert warning.id == "assistant.W051" and "assistant:ag-ui" in warning.msg
+    assert 'include(assistant_urls(path("", include("assistant.agui.urls"))))' in warning.hint
+
+
+@override_settings(ROOT_URLCONF=__name__)
+def test_a_urlconf_without_the_assistant_at_all_is_not_the_endpoints_to_judge() -> None:
+    assert check_agui_urls(None) == []
+
+
+urlpatterns: list[Any] = []
 
 
 def test_a_missing_package_is_an_error_naming_the_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,6 +41,26 @@ def test_a_wrong_assistant_setting_is_one_check_message_not_a_traceback(assistan
     if isinstance(assistant, dict):
         assert "MODLE" in messages[0].msg
 
+def test_a_sub_apps_keys_are_its_own_and_known_where_it_is_installed() -> None:
+    # An optional sub-app reads its keys of the same ASSISTANT dict through settings of its own (assistant/mcp/conf.py,
+    # assistant/evals/conf.py), with its own defaults; the core's check of the dict knows them while it is installed.
+    from assistant.conf import settings_problem
+    from assistant.evals.conf import evals_settings
+    from assistant.mcp.conf import mcp_settings
+
+    with override_settings(ASSISTANT={}):
+        assert (mcp_settings.MCP_APPROVAL_SECONDS, evals_settings.EVALS_EDITABLE) == (600, False)
+    with override_settings(ASSISTANT={"MCP_APPROVAL_SECONDS": 30, "JUDGE_MODEL": "offline"}):
+        assert settings_problem() is None
+        assert (mcp_settings.MCP_APPROVAL_SECONDS, evals_settings.JUDGE_MODEL) == (30, "offline")
+        with pytest.raises(AttributeError):
+            _ = assistant_settings.MCP_APPROVAL_SECONDS  # the core reads none of them
+    without_mcp = [app for app in settings.INSTALLED_APPS if app != "assistant.mcp"]
+    with override_settings(INSTALLED_APPS=without_mcp, ASSISTANT={"MCP_APPROVAL_SECONDS": 30, "JUDGE_MODEL": None}):
+        problem = settings_problem() or ""
+        assert problem.startswith("Unknown ASSISTANT setting(s): MCP_APPROVAL_SECONDS. Known: "), problem
+
+
 def ids(**kwargs: object) -> set[str]:
     return {message.id for message in run_checks(**kwargs) if message.id}
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from channels.testing import WebsocketCommunicator
 from django.core.asgi import get_asgi_application
 from django.core.checks import run_checks
 from django.test import Client
-from django.urls import path
+from django.urls import get_resolver, path, reverse
 
 from assistant.asgi import with_assistant
 from assistant.testing.worker import WorkerProcess
@@ -110,9 +111,10 @@ def test_the_import_contracts_hold() -> None:
     # The boundaries of docs/architecture.md's code map are import-linter's contracts in pyproject.toml, checked at
     # any depth of a function: the rooms of assistant/ import only the rooms below them (so the socket's
     # conversation and the worker's turn never import each other, and a run's lifecycle neither), nothing below
-    # the top imports Celery's tasks or the other edge modules, the core imports no optional sub-app, AG-UI the
-    # MCP sub-app only in its view, the registry nothing of the assistant, the two apps nothing of this site or
-    # its tests, and no package's modules import each other in a circle.
+    # the top imports Celery's tasks or the other edge modules, the core imports no optional sub-app, the sub-apps
+    # nothing of each other (AG-UI takes access tokens through the authenticator the MCP sub-app adds to the core),
+    # the registry nothing of the assistant, the two apps nothing of this site or its tests, and no package's
+    # modules import each other in a circle.
     linted = subprocess.run([sys.executable, "-c", "from importlinter.cli import lint_imports; "
                              "raise SystemExit(lint_imports())"],
                             cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
@@ -120,12 +122,26 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in linted.stdout
 
 
-def test_the_optional_sub_apps_are_included_only_where_a_host_installed_them() -> None:
-    # Which modules import an optional sub-app is a contract (above); that those that do first ask whether the
-    # host installed it is said here.
-    assert 'if apps.is_installed("assistant.mcp"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
-    assert 'if apps.is_installed("assistant.agui"):' in (PROJECT_DIR / "assistant" / "urls.py").read_text()
-    assert 'apps.is_installed("assistant.mcp")' in (PROJECT_DIR / "assistant" / "agui" / "views.py").read_text()
+def test_the_contract_that_the_core_imports_no_sub_app_covers_every_module_of_the_core() -> None:
+    # A module of assistant/ left out of the contract's sources could import a sub-app unseen.
+    contracts = tomllib.loads((PROJECT_DIR / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [contract] = [contract for contract in contracts if contract["name"] == "The core imports no optional sub-app"]
+    sub_apps = set(contract["forbidden_modules"])
+    assert sub_apps == {"assistant.mcp", "assistant.agui", "assistant.evals"}
+    core = {f"assistant.{child.stem}" for child in (PROJECT_DIR / "assistant").iterdir()
+            if (child.suffix == ".py" and child.stem != "__init__") or (child / "__init__.py").is_file()}
+    assert core - sub_apps == set(contract["source_modules"])
+
+
+def test_the_core_routes_no_optional_sub_app_and_the_site_routes_those_it_installs() -> None:
+    # That the core imports no optional sub-app is a contract (above); a URLconf includes one by its name, which no
+    # contract sees. The core's URLconf routes none of their URLs: the host includes them, in the assistant's
+    # namespace, where it installs them (config/urls.py).
+    core_names = {name for name in get_resolver("assistant.urls").reverse_dict if isinstance(name, str)}
+    assert {"page", "memories", "healthz"} <= core_names
+    assert core_names.isdisjoint({"mcp", "tokens", "token_revoke", "ag-ui"}), core_names
+    assert (reverse("assistant:mcp"), reverse("assistant:tokens"), reverse("assistant:ag-ui")) == (
+        "/assistant/mcp/", "/assistant/tokens/", "/assistant/ag-ui/")
 
 
 HOST_CELERY = '''

@@ -18,11 +18,12 @@ from django.db.models import Q
 
 from assistant.conversation.services import chat_send
 from assistant.evals.cases import case_add, set_named
+from assistant.evals.channel import EVAL
 from assistant.evals.models import EvalResult, EvalRun
 from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.live import selectors
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep, Channel
+from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.tables import every_model_but, table_rows
 from tests.testapp.models import Effect
@@ -56,8 +57,8 @@ def milk_set(alice: Any, celery_worker: WorkerProcess, script: Callable[..., str
 #: A replay's own record, which it writes and may: its runs (a member's too), their steps and plans, its chat
 #: and messages, all of channel `eval`. The evals' own tables are left out as a whole.
 REPLAY_RECORD = {
-    AgentChat: Q(channel=Channel.EVAL), AgentMessage: Q(chat__channel=Channel.EVAL),
-    AgentRun: Q(channel=Channel.EVAL), AgentStep: Q(run__channel=Channel.EVAL), AgentPlan: Q(run__channel=Channel.EVAL),
+    AgentChat: Q(channel=EVAL.value), AgentMessage: Q(chat__channel=EVAL.value),
+    AgentRun: Q(channel=EVAL.value), AgentStep: Q(run__channel=EVAL.value), AgentPlan: Q(run__channel=EVAL.value),
 }
 
 

@@ -18,9 +18,9 @@ import pytest
 
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.models import EvalCase, EvalResult
+from assistant.evals.replay import NO_RECORDED_ANSWER
 from assistant.evals.replays import Candidate, eval_run_start
 from assistant.models import AgentChat, AgentRun
-from assistant.runs.replay import NO_RECORDED_ANSWER
 from assistant.testing.providers.openai_server import FakeOpenAIServer, Reply, openai_stream
 from tests.conftest import WorkerProcess
 from tests.evals.test_evals_replay import finished, recorded_run, site_data

@@ -1,10 +1,10 @@
-"""The core's side of a call made by the person's own agent (a run of a channel other than the panel, such as
-`mcp`): one tool step, answered by the person in their panel, ended with a short reply in its chat.
+"""A call made by the person's own agent (a run of channel `mcp`): one tool step, answered by the person in
+their panel or through their agent, ended with a short reply in its chat.
 
-Such a run has no worker: the agent that asked is what runs it, when it calls again (assistant/mcp/). So an
-approval in the panel does not queue it; it marks the step approved, and the agent's next identical call
-takes it up once. A no ends it here. What the channels have in common lives here, so that the socket's
-services answer a card without importing an optional sub-app.
+Such a run has no worker: the agent that asked is what runs it, when it calls again (calls.py). So an approval
+in the panel does not queue it; it marks the step approved, and the agent's next identical call takes it up
+once. A no ends it here. The panel's answer reaches this through the channel's policy (channel.py), so the
+socket's services import nothing of this app.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 never by running a view — so a replay cannot change the site's data.
 
 A replay is a run of channel `eval` whose settings carry `replay`: `{"recordings": [...]}`, the recordings its
-tool calls are answered from (assistant/evals/ makes them from a case). The matching rule:
+tool calls are answered from (replays.py makes them from a case). The core's turn asks the channel's policy
+(channel.py) what answers them, and gets `RecordedTools`; it imports nothing of this app. The matching rule:
 
 - a call is answered by a recorded call of the same tool whose arguments are equal (as JSON: the order of an
   object's keys does not matter, everything else does: `1` is not `"1"`), the earliest not yet used;
@@ -69,6 +70,19 @@ class RecordedTools:
 def replay_settings(config: dict[str, Any]) -> dict[str, Any] | None:
     replay = config.get("replay")
     return replay if isinstance(replay, dict) else None
+
+
+def recorded_answers(config: dict[str, Any], answered: list[tuple[str, Any]]) -> RecordedTools | None:
+    """What answers the tool calls of a run with settings `config` (None: they run, as anywhere), given the calls
+    it was answered before a worker took it up again (its own finished steps)."""
+    replay = replay_settings(config)
+    return RecordedTools(list(replay.get("recordings") or []), answered=answered) if replay is not None else None
+
+
+def member_settings(config: dict[str, Any], spec: str, task: str) -> dict[str, Any]:
+    """A member asked in a replay replays too: from the recordings of that member's runs."""
+    replay = replay_settings(config)
+    return {"replay": member_replay(replay, spec, task)} if replay is not None else {}
 
 
 def member_replay(replay: dict[str, Any], spec: str, task: str = "") -> dict[str, Any]:
