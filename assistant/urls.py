@@ -6,7 +6,7 @@ include alone, so they go into the same include, through `assistant_urls`."""
 
 from __future__ import annotations
 
-from django.urls import URLPattern, URLResolver, path
+from django.urls import URLPattern, URLResolver, include, path
 
 from assistant import views
 from assistant.operations import health
@@ -23,14 +23,14 @@ urlpatterns: list[URLPattern | URLResolver] = [
 ]
 
 
-def assistant_urls(*sub_apps: URLPattern | URLResolver) -> tuple[list[URLPattern | URLResolver], str]:
-    """The assistant's URLs and the routes of the optional sub-apps a host installs, for `include()`, all under
-    the namespace `assistant`:
+def assistant_urls(*sub_apps: str) -> tuple[list[URLPattern | URLResolver], str]:
+    """The assistant's URLs and those of the optional sub-apps a host installs (their URL modules, by name), for
+    `include()`, all under the namespace `assistant`:
 
         path("assistant/", include(assistant_urls(
-            path("", include("assistant.mcp.urls")),   # the person's own agent over MCP, their tokens' pages
-            path("", include("assistant.agui.urls")),  # the AG-UI endpoint
+            "assistant.mcp.urls",   # the person's own agent over MCP, their tokens' pages
+            "assistant.agui.urls",  # the AG-UI endpoint
         ))),
 
     With no sub-app it is `include("assistant.urls")`."""
-    return [*urlpatterns, *sub_apps], app_name
+    return [*urlpatterns, *(path("", include(module)) for module in sub_apps)], app_name

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.apps import apps
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import URLPattern, URLResolver, include, path
+from django.urls import include, path
 
 from assistant.operations.health import healthz
 from assistant.urls import assistant_urls
@@ -11,11 +11,10 @@ from config import views
 
 # The optional sub-apps' routes, beside the assistant's own and in its namespace, where the site installs them
 # (config/settings.py installs both; a test's settings may leave one out).
-assistant_sub_apps: list[URLPattern | URLResolver] = []
-if apps.is_installed("assistant.mcp"):  # the person's own agent over MCP, and their access tokens' pages
-    assistant_sub_apps.append(path("", include("assistant.mcp.urls")))
-if apps.is_installed("assistant.agui"):  # the AG-UI endpoint
-    assistant_sub_apps.append(path("", include("assistant.agui.urls")))
+assistant_sub_apps = [urls for app, urls in (
+    ("assistant.mcp", "assistant.mcp.urls"),  # the person's own agent over MCP, and their access tokens' pages
+    ("assistant.agui", "assistant.agui.urls"),  # the AG-UI endpoint
+) if apps.is_installed(app)]
 
 urlpatterns = [
     path("", views.home, name="home"),

@@ -58,6 +58,6 @@ def check_agui_urls(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     return [Warning(
         "assistant.agui is installed, but its URL is not routed: the AG-UI endpoint (assistant:ag-ui) answers 404.",
         hint='Include it with the assistant\'s own, in the project\'s urls.py: `path("assistant/", '
-             'include(assistant_urls(path("", include("assistant.agui.urls")))))`, with '
+             'include(assistant_urls("assistant.agui.urls")))`, with '
              "`from assistant.urls import assistant_urls` (the README's URLs step).",
         id="assistant.W051")]

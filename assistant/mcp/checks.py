@@ -48,7 +48,7 @@ def check_mcp_urls(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
         "assistant.mcp is installed, but its URLs are not routed: the MCP endpoint (assistant:mcp) and the access "
         "tokens' pages answer 404, and the panel links no tokens page.",
         hint='Include them with the assistant\'s own, in the project\'s urls.py: `path("assistant/", '
-             'include(assistant_urls(path("", include("assistant.mcp.urls")))))`, with '
+             'include(assistant_urls("assistant.mcp.urls")))`, with '
              "`from assistant.urls import assistant_urls` (the README's URLs step).",
         id="assistant.W041")]
 

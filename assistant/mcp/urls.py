@@ -1,6 +1,6 @@
 """The MCP endpoint (`assistant:mcp`) and the access tokens' pages (`assistant:tokens`...), under the
 assistant's own namespace: a host that installs this app includes them beside the assistant's URLs,
-`path("assistant/", include(assistant_urls(path("", include("assistant.mcp.urls")))))` (assistant/urls.py), and
+`path("assistant/", include(assistant_urls("assistant.mcp.urls")))` (assistant/urls.py), and
 `manage.py check` says so (assistant.W041) while they are not routed."""
 
 from __future__ import annotations

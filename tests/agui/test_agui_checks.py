@@ -30,7 +30,7 @@ def test_an_include_of_the_assistants_urls_alone_is_told_to_include_the_endpoint
     [warning] = check_agui_urls(None)
 
     assert warning.id == "assistant.W051" and "assistant:ag-ui" in warning.msg
-    assert 'include(assistant_urls(path("", include("assistant.agui.urls"))))' in warning.hint
+    assert 'include(assistant_urls("assistant.agui.urls"))' in warning.hint
 
 
 @override_settings(ROOT_URLCONF=__name__)

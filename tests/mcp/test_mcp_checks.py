@@ -21,7 +21,7 @@ def test_an_include_of_the_assistants_urls_alone_is_told_to_include_the_apps_too
     # how to route them.
     [warning] = [message for message in run_checks() if message.id == "assistant.W041"]
     assert "assistant:mcp" in warning.msg and "404" in warning.msg
-    assert 'include(assistant_urls(path("", include("assistant.mcp.urls"))))' in (warning.hint or "")
+    assert 'include(assistant_urls("assistant.mcp.urls"))' in (warning.hint or "")
 
 
 @override_settings(ROOT_URLCONF="tests.testapp.oauth_plain_urls")
