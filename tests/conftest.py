@@ -154,7 +154,7 @@ def session_worker(
         _wait_for_other_sessions_to_leave()
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
 
 
@@ -187,6 +187,11 @@ def _wait_for_other_sessions_to_leave(timeout: float = 5) -> None:
 
 
 
+def daphne_log_path() -> Path:
+    """Where the daphne servers this test process starts write what they log (a server error's traceback)."""
+    return PROJECT_DIR / ".data" / f"test-daphne-{os.getpid()}.log"
+
+
 @contextlib.contextmanager
 def daphne_on_test_database(django_db_blocker: Any, *, env: dict[str, str] | None = None) -> Iterator[int]:
     """daphne serving the site (HTTP and websockets) on the test database, with its default limits, as
@@ -197,10 +202,13 @@ def daphne_on_test_database(django_db_blocker: Any, *, env: dict[str, str] | Non
     with django_db_blocker.unblock():
         server_env = {**os.environ, **(env or {}), "DATABASE_URL": _test_database_url(),
                       "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    server = subprocess.Popen(
-        daphne_command(sys.executable, host="127.0.0.1", port=port),
-        cwd=PROJECT_DIR, env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
+    log_path = daphne_log_path()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        server = subprocess.Popen(
+            daphne_command(sys.executable, host="127.0.0.1", port=port),
+            cwd=PROJECT_DIR, env=server_env, stdout=log, stderr=subprocess.STDOUT,
+        )
     try:
         wait_for(lambda: _accepts(port), timeout=30, what="daphne to listen")
         yield port

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import daphne_log_path, log_tail
+
 
 @pytest.fixture(scope="module")
 def site_model(scripted_model_path: Path) -> str:
@@ -31,4 +33,7 @@ def pytest_runtest_makereport(
         except Exception as error:  # the report still goes out, saying why the page could not be read
             text = f"(the page could not be read: {error})"
         report.sections.append(("the page at the failure", f"{page.url}\n{text[:3000]}"))
+        log = daphne_log_path()
+        if log.exists():
+            report.sections.append((f"the end of daphne's log ({log.name})", log_tail(log)))
     return report

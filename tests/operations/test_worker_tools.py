@@ -25,8 +25,8 @@ from tests.conftest import (
     PROJECT_DIR,
     WorkerProcess,
     _accepts,
-    _tail,
     _test_database_url,
+    log_tail,
     site_worker,
     stop_every_sweeper,
     stop_process,
@@ -111,7 +111,7 @@ def start_daphne(environment: dict[str, str], code: str, log_path: Path) -> tupl
                                   env={**environment, "DJANGO_SETTINGS_MODULE": code}, stdout=log,
                                   stderr=subprocess.STDOUT)
     wait_for(lambda: _accepts(port) or server.poll() is not None, what="daphne to listen")
-    assert server.poll() is None, _tail(log_path)
+    assert server.poll() is None, log_tail(log_path)
     return server, port
 
 

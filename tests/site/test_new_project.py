@@ -30,7 +30,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.conftest import PROJECT_DIR, _tail, stop_process
+from tests.conftest import PROJECT_DIR, log_tail, stop_process
 
 README = PROJECT_DIR / "README.md"
 SECTION = "Add the assistant to your project"
@@ -246,13 +246,13 @@ class Project:
         deadline = time.monotonic() + STARTUP_SECONDS
         while not ready():
             if process.poll() is not None:
-                pytest.fail(f"{name} exited with {process.returncode} before {what}:\n{_tail(log_path)}")
+                pytest.fail(f"{name} exited with {process.returncode} before {what}:\n{log_tail(log_path)}")
             if time.monotonic() > deadline:
-                pytest.fail(f"{name} did not get to {what} within {STARTUP_SECONDS}s:\n{_tail(log_path)}")
+                pytest.fail(f"{name} did not get to {what} within {STARTUP_SECONDS}s:\n{log_tail(log_path)}")
             time.sleep(0.1)
 
     def log(self, name: str) -> str:
-        return "\n".join(_tail(log) for known, _, log in self.processes if known == name)
+        return "\n".join(log_tail(log) for known, _, log in self.processes if known == name)
 
     def whole_log(self, name: str) -> str:
         return "\n".join(log.read_text(errors="replace") for known, _, log in self.processes if known == name)
