@@ -13,13 +13,14 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest, StreamingHttpResponse
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from assistant.channel_policies import channel_policy
 from assistant.conf import assistant_settings
+from assistant.dashboard import dashboard_view
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.review import run_timeline
 from assistant.review.export import runs_csv_lines
@@ -230,12 +231,6 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
 
     def get_urls(self) -> list[Any]:
         """The runs' dashboard beside the run list (assistant/dashboard/), for staff who may view runs."""
-        # Imported here so that this method is the dashboard's whole footprint in this module.
-        from django.http import HttpResponse
-        from django.urls import path
-
-        from assistant.dashboard import dashboard_view
-
         def dashboard(request: HttpRequest) -> HttpResponse:
             return dashboard_view(request, model_admin=self)
 

@@ -13,7 +13,17 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
 
-from assistant.conf import needs_assistant_settings, settings_problem
+from assistant.conf import assistant_redis_url, assistant_settings, needs_assistant_settings, settings_problem
+from assistant.embeddings import EmbeddingError, get_embedder
+from assistant.llm import ModelError, get_model
+from assistant.operations.health import (
+    DeclaredTools,
+    redis_status,
+    stale_workers,
+    stale_workers_said,
+    sweeper_heartbeat,
+    sweeper_heartbeat_seconds,
+)
 
 
 @register()
@@ -288,16 +298,6 @@ def check_celery_app(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 def check_redis(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """The assistant's own keys (breaker, cancel flags, the sweeper's heartbeat) live in Redis; which one is
     found from the project's settings (`assistant.conf.assistant_redis_url`)."""
-    from assistant.conf import assistant_redis_url
-    from assistant.operations.health import (
-        DeclaredTools,
-        redis_status,
-        stale_workers,
-        stale_workers_said,
-        sweeper_heartbeat,
-        sweeper_heartbeat_seconds,
-    )
-
     try:
         url = assistant_redis_url()
     except ImproperlyConfigured as exc:
@@ -362,10 +362,9 @@ def without_password(url: str) -> str:
 def check_model_and_embedder(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """A misspelt ASSISTANT_MODEL or ASSISTANT_EMBEDDER is reported at start-up, not at the first message.
     Building either makes no network call."""
-    from assistant.conf import assistant_settings
-    from assistant.embeddings import EmbeddingError, get_embedder
+    # The local embedder's module imports NumPy (about 60 ms): loaded when this check runs, not by every process
+    # that registers the checks.
     from assistant.embeddings.minilm import INSTALL_HINT, LocalEmbedder, model_dir
-    from assistant.llm import ModelError, get_model
 
     errors: list[CheckMessage] = []
     try:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from pgvector.django import VectorField
 
 from assistant.channel_policies import MAX_VALUE_CHARS, PANEL, channel_choices, shown_to_person_values
+from assistant.conf import DEFAULTS
 
 
 class OwnedQuerySet(models.QuerySet):
@@ -283,8 +284,6 @@ class AgentRun(models.Model):
     def setting(self, key: str) -> Any:
         """A setting as the run keeps it (its `config`, from `lifecycle.run_config`), or the default for a key
         the run predates."""
-        from assistant.conf import DEFAULTS
-
         return (self.config or {}).get(key.lower(), DEFAULTS[key])
 
 

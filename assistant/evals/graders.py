@@ -32,6 +32,7 @@ from django.utils.module_loading import import_string
 from assistant.conf import assistant_settings
 from assistant.evals.conf import evals_settings
 from assistant.evals.replay import NO_RECORDED_ANSWER, canonical_arguments
+from assistant.llm import Message, ModelError, get_model
 from assistant.plans.offer import PLAN_TOOL
 
 
@@ -240,8 +241,6 @@ class JudgeGrader(Grader):
                 model_name.split(",")[0].strip() == "offline":
             return Grade(self.name, None, None, f"not judged: the model {model_name!r} cannot judge (set JUDGE_MODEL "
                                                 "to a provider's model)")
-        from assistant.llm import Message, ModelError, get_model
-
         prompt = ("Grade the assistant's answer against the rubric. Answer with JSON only: "
                   '{"score": <0..1>, "reason": "<one sentence>"}.')
         try:

@@ -10,6 +10,7 @@ from django.apps import apps
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import NoReverseMatch, resolve, reverse
 
+from assistant.mcp.oauth import authorize
 from assistant.tools.registry import registry
 
 
@@ -65,8 +66,6 @@ def _oauth_problems() -> list[CheckMessage]:
         view = resolve(reverse("django_mcpz_oauth:authorize")).func
     except NoReverseMatch:
         return problems  # not routed yet: django-mcpz's own checks and discovery say so
-    from assistant.mcp.oauth import authorize
-
     if view is not authorize:
         problems.append(Error(
             "The OAuth endpoints are routed to django_mcpz.oauth.urls, whose consent makes no access token of the "

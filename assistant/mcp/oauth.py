@@ -41,6 +41,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from redis.exceptions import RedisError
 
+from assistant.infra.redis_connection import redis_client
 from assistant.mcp.conf import mcp_settings
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import TokenRefused, spec_choices, token_check, token_create
@@ -159,8 +160,6 @@ def registration_counted(address: str) -> int | None:
     ends when that is past MCP_OAUTH_REGISTRATIONS_PER_HOUR (refused), else None. One atomic step in the
     assistant's Redis (the window's key made with its expiry if new, then incremented), so registrations
     sent at once are counted exactly."""
-    from assistant.infra.redis_connection import redis_client
-
     limit = int(mcp_settings.MCP_OAUTH_REGISTRATIONS_PER_HOUR)
     key = f"assistant:oauth-registrations:{address}"
     with redis_client().pipeline(transaction=True) as pipe:
@@ -214,6 +213,8 @@ def authorize(request: HttpRequest) -> HttpResponse:
     """django-mcpz's authorization endpoint, whose yes also makes the person's token for the app."""
     from django_mcpz.oauth import views as oauth_views
 
+    # It imports django-mcpz's OAuth models, which load only where django_mcpz.oauth is installed; this module is
+    # imported by the MCP server wherever assistant.mcp is.
     from assistant.mcp.client_documents import DocumentRefused, is_document_url, metadata_client
 
     if _carries_nul(request):

@@ -31,6 +31,7 @@ from assistant.conf import assistant_settings
 from assistant.infra.text import readable_text
 from assistant.mcp.models import NAME_MAX, AccessToken
 from assistant.models import AgentRun
+from assistant.runs.lifecycle import run_finish
 from assistant.society.members import members
 from assistant.tools.offer import ToolScope, resolve_scope
 
@@ -268,8 +269,6 @@ def token_still_acts(token_id: int) -> tuple[str, str] | None:
 def token_calls_end(token_ids: list[int]) -> None:
     """The calls of revoked tokens that wait for approval end now, not taken: the agent that asked can no
     longer call again, so an approval would run nothing, and the person's panel stops asking."""
-    from assistant.runs.lifecycle import run_finish
-
     waiting = AgentRun.objects.select_for_update().filter(client_token_id__in=token_ids,
                                                           status=AgentRun.Status.AWAITING_CONFIRMATION)
     for run in waiting.order_by("pk"):

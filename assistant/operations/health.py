@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from assistant.conf import assistant_redis_url, assistant_settings
 from assistant.infra.redis_connection import redis_client
+from assistant.tools.registry import registry
 
 logger = logging.getLogger(__name__)
 
@@ -152,8 +153,6 @@ class DeclaredTools:
     @classmethod
     def here(cls) -> DeclaredTools:
         """This process's tools, as its registry holds them now."""
-        from assistant.tools.registry import registry
-
         return cls(registry.fingerprint(), tuple(definition.name for definition in registry.all()),
                    f"{socket.gethostname()}:{os.getpid()}", time.time())
 

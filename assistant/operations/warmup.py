@@ -13,6 +13,16 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+# The turn's own modules (the loop, the tools' executor, the reply's Markdown: about a hundred modules, 60 ms
+# here) load with this module, which a worker's main process imports before it forks its pool: the pool
+# processes share them, and no first turn imports them.
+import assistant.runs.lease  # noqa: F401
+import assistant.turn.loop  # noqa: F401
+from assistant.embeddings import get_embedder
+from assistant.llm import get_model
+from assistant.llm.failover import FailoverModel
+from assistant.llm.remote import RemoteModel
+
 logger = logging.getLogger(__name__)
 
 
@@ -37,17 +47,8 @@ def warm_up(*, build_clients: bool) -> WarmUp:
     client's connection pool belongs to the process that uses it. With it True, each remote model's
     client is built too. Makes no network call.
     """
-    from assistant.embeddings import get_embedder
-    from assistant.llm import get_model
-    from assistant.llm.failover import FailoverModel
-    from assistant.llm.remote import RemoteModel
-
     started = time.perf_counter()
     report = WarmUp()
-    # The turn's own modules (the loop, the tools' executor, the reply's Markdown: about a hundred modules,
-    # 60 ms here) are imported by the task when it first runs; imported here, the pool processes share them.
-    import assistant.runs.lease  # noqa: F401
-    import assistant.turn.loop  # noqa: F401
     try:
         model = get_model()
         report.model = model.name

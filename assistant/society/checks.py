@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Warning, register
 
-from assistant.conf import needs_assistant_settings
+from assistant.conf import assistant_settings, needs_assistant_settings
 from assistant.society.members import Problem, member_problems
 from assistant.society.offer import delegation_tool_name, is_valid_delegation_name
 from assistant.tools.registry import registry
@@ -25,8 +25,6 @@ def check_members(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
 
 def tool_name_problems() -> list[Problem]:
     """A delegate whose tool, `ask_<spec>`, providers refuse or a declared tool is already named (E035)."""
-    from assistant.conf import assistant_settings
-
     specs = assistant_settings.SPECS if isinstance(assistant_settings.SPECS, dict) else {}
     known = {*specs, assistant_settings.SPEC}
     graph = {name: tuple(spec.get("delegates") or ()) for name, spec in specs.items()

@@ -9,8 +9,9 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Info, Warning, register
 from django.core.exceptions import FieldDoesNotExist
 
-from assistant.conf import needs_assistant_settings
+from assistant.conf import assistant_settings, needs_assistant_settings
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
+from assistant.tools.offer import PROFILES
 from assistant.tools.pages import WRITE_FIX, missing_fields, unreadable_read, unreadable_write
 from assistant.tools.provenance import CONTAINMENTS, declared_authorships, model_field, path_problem, undeclared_writers
 from assistant.tools.registry import _where, registry
@@ -212,9 +213,6 @@ def check_view_tool_kinds(app_configs: Any, **kwargs: Any) -> list[CheckMessage]
 def check_specs(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     """Every permission profile named in settings exists, and every tool a spec lists is declared: a
     misspelt profile would fail every run under it, a misspelt tool would silently never be offered."""
-    from assistant.conf import assistant_settings
-    from assistant.tools.offer import PROFILES
-
     messages: list[CheckMessage] = []
     named = [("PERMISSION_PROFILE", assistant_settings.PERMISSION_PROFILE)]
     for spec_name, spec in assistant_settings.SPECS.items():
