@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from assistant.embeddings.base import Embedder, EmbeddingError
+from assistant.embeddings.openai_compat import OpenAIEmbedder
 
 SPEC_HELP = (
     "Use `local` (the packaged all-MiniLM-L6-v2), `openai:MODEL` (any compatible endpoint) or "
@@ -21,7 +22,8 @@ def get_embedder(spec: str | None = None) -> Embedder:
     with the entry NAME when its `kind` is `openai`. Building an embedder makes no network call.
     An unknown spec raises EmbeddingError.
     """
-    # Imported here, not at module level, so the pure NumPy model stays importable without Django.
+    # Django may be absent: importing the NumPy model (assistant.embeddings.minilm) imports this module, and
+    # benchmarks/reference_embeddings.py does so in a virtualenv without Django.
     from assistant.conf import assistant_settings
 
     if spec is None:
@@ -33,6 +35,7 @@ def get_embedder(spec: str | None = None) -> Embedder:
     argument = argument.strip()
 
     if kind == "local":
+        # NumPy (about 60 ms to import) loads only where the embedder is local.
         from assistant.embeddings.minilm import MODEL_NAME, LocalEmbedder
 
         if argument and argument != MODEL_NAME:
@@ -45,8 +48,6 @@ def get_embedder(spec: str | None = None) -> Embedder:
     config = providers.get(kind)
     config = config if isinstance(config, dict) else {}
     if kind == "openai" or (config and config.get("kind") == "openai"):
-        from assistant.embeddings.openai_compat import OpenAIEmbedder
-
         if not argument:
             raise EmbeddingError(f"{spec!r} names no model; write e.g. `{kind}:text-embedding-3-small`.")
         return OpenAIEmbedder(

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from ..conf import assistant_settings
+from .anthropic_messages import AnthropicMessagesModel
 from .errors import ModelConfigurationError
 from .failover import FailoverModel
+from .openai_chat import OpenAIChatModel
 from .remote import ProviderConfig, RemoteModel
+from .scripted import ScriptedModel
 from .types import ChatModel
 
 
 def _build(entry: str) -> ChatModel:
     if entry == "offline":
+        # The demo model is a dozen modules (about 50 ms to import): paid only where a spec names it, not by
+        # every process that builds a provider's model.
         from .offline import OfflineModel
 
         return OfflineModel()
@@ -21,8 +26,6 @@ def _build(entry: str) -> ChatModel:
             "or NAME:MODEL with NAME a key of ASSISTANT['PROVIDERS']."
         )
     if name == "scripted":
-        from .scripted import ScriptedModel
-
         return ScriptedModel(rest)
     config = ProviderConfig.from_settings(
         name.strip(),
@@ -31,15 +34,7 @@ def _build(entry: str) -> ChatModel:
         timeout=assistant_settings.REQUEST_TIMEOUT_SECONDS,
         max_output_tokens=assistant_settings.MAX_OUTPUT_TOKENS,
     )
-    remote: RemoteModel
-    if config.kind == "anthropic":
-        from .anthropic_messages import AnthropicMessagesModel
-
-        remote = AnthropicMessagesModel(config)
-    else:
-        from .openai_chat import OpenAIChatModel
-
-        remote = OpenAIChatModel(config)
+    remote: RemoteModel = AnthropicMessagesModel(config) if config.kind == "anthropic" else OpenAIChatModel(config)
     return remote
 
 
