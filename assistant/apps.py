@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.contrib.auth.signals import user_logged_out
 
 
 class AssistantConfig(AppConfig):
@@ -9,7 +10,10 @@ class AssistantConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # Imported once the app registry is ready: each of these imports the models, which Django refuses to load
+        # while it is still importing the apps' configs (this module among them).
         from assistant import checks  # noqa: F401  (registers the system checks)
+        from assistant.conversation.services import on_user_logged_out
         from assistant.society import checks as society_checks  # noqa: F401  (registers the members' checks)
         from assistant.tasks import worker_queue_connect_celery
         from assistant.tools import autodiscover
@@ -18,10 +22,6 @@ class AssistantConfig(AppConfig):
         autodiscover()
         # The domain hands work to workers through a port (assistant/infra/worker_queue.py); here it is Celery's.
         worker_queue_connect_celery()
-
-        from django.contrib.auth.signals import user_logged_out
-
-        from assistant.conversation.services import on_user_logged_out
 
         # Logging out ends what that session's runs were doing and closes its sockets at once.
         user_logged_out.connect(on_user_logged_out, dispatch_uid="assistant.session_ended_on_logout")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+from assistant.channel_policies import register_channel
 from assistant.evals.conf import DEFAULTS
 
 
@@ -16,7 +17,8 @@ class AssistantEvalsConfig(AppConfig):
     assistant_setting_defaults = DEFAULTS
 
     def ready(self) -> None:
-        from assistant.channel_policies import register_channel
+        # Imported once the app registry is ready: each of these imports the models, which Django refuses to load
+        # while it is still importing the apps' configs.
         from assistant.evals import quality, replays  # noqa: F401  (grades a replay when it ends; judges its recording)
         from assistant.evals.channel import EVAL
 

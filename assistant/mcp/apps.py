@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.apps import AppConfig
 from django.core.exceptions import ImproperlyConfigured
 
+from assistant.channel_policies import register_channel
 from assistant.mcp.conf import DEFAULTS
 
 
@@ -25,8 +26,9 @@ class AssistantMcpConfig(AppConfig):
                 "install the assistant again with its extra [mcp], as in the README's Install step "
                 "(from a checkout: pip install '/path/to/this/checkout[mcp]')."
             ) from missing
+        # Imported once the app registry is ready (and django-mcpz is known to be there): each of these imports
+        # the models, which Django refuses to load while it is still importing the apps' configs.
         from assistant.access.authority import TOKEN_AUTHENTICATORS, TOKEN_CHECKS
-        from assistant.channel_policies import register_channel
         from assistant.mcp import checks  # noqa: F401  (registers the MCP checks)
         from assistant.mcp.channel import MCP
         from assistant.mcp.server import token_caller
