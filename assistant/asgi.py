@@ -30,6 +30,8 @@ def with_assistant(application: ASGIApp, *, websocket_routes: Sequence[Any] = ()
     whatever validation it already had. `websocket_routes` are more `path()`/`re_path()` entries to
     serve behind the same Origin check and session auth as the assistant's own.
     """
+    # Imported when called, once the project's asgi.py has set Django up: these import the models (and Channels'
+    # auth the user model), which Django refuses to load before, when that asgi.py imports this module.
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
     from channels.security.websocket import AllowedHostsOriginValidator

@@ -39,6 +39,11 @@ logger = logging.getLogger(__name__)
 #: The most a body nests; a `RunAgentInput` needs a handful of levels (messages, their parts, tool schemas).
 MAX_DEPTH = 64
 
+# What reads or answers a run (assistant.agui.runs, assistant.agui.stream) imports ag-ui-protocol, an optional
+# package that may be absent. This module is imported with the site's URLconf, so the functions below import them
+# when they run, after the endpoint has checked that the package is there: without it the site still starts and
+# the endpoint answers 503.
+
 
 def _refusal(status: int, code: str, message: str, **headers: str) -> JsonResponse:
     return JsonResponse({"error": code, "message": message}, status=status, headers=headers or None)
@@ -60,7 +65,7 @@ def _no_view(request: HttpRequest) -> HttpResponse:  # what the CSRF middleware 
 
 def _authenticate(request: HttpRequest) -> Any:
     """The Caller this request acts as, or the response refusing it."""
-    from assistant.agui.runs import Caller
+    from assistant.agui.runs import Caller  # ag-ui-protocol may be absent: see above
 
     if request.headers.get("Authorization") is not None:
         # A bearer token, the person's own agent's credential: the session cookie, if any, is not used.
@@ -107,7 +112,7 @@ def _read_input(body: bytes) -> Any:
     from ag_ui.core import RunAgentInput
     from pydantic import ValidationError
 
-    from assistant.agui.runs import parse_json
+    from assistant.agui.runs import parse_json  # ag-ui-protocol may be absent: see above
 
     try:
         data = parse_json(body)
@@ -169,13 +174,13 @@ async def endpoint(request: HttpRequest) -> HttpResponseBase:
     problem = protocol_problem()
     if problem is not None:
         return _refusal(HTTPStatus.SERVICE_UNAVAILABLE, "unavailable", f"{problem} {INSTALL}.")
-    from assistant.agui.runs import in_db_thread
+    from assistant.agui.runs import in_db_thread  # ag-ui-protocol may be absent: see above
 
     prepared = await in_db_thread(_prepare)(request)
     if isinstance(prepared, HttpResponse):
         return prepared
     caller, inp = prepared
-    from assistant.agui.stream import agui_stream
+    from assistant.agui.stream import agui_stream  # ag-ui-protocol may be absent: see above
 
     response = StreamingHttpResponse(agui_stream(caller, inp), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"

@@ -177,6 +177,7 @@ class WorkerProcess(ServiceProcess):
         `wait_idle`, through the test's Celery app."""
         from celery import current_app
 
+        # A project's conftest imports this module before Django is set up; assistant.tasks imports the models.
         from assistant.tasks import health_check
 
         health_check.delay("caught up").get(timeout=timeout)
