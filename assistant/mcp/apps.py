@@ -5,6 +5,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from assistant.channel_policies import register_channel
 from assistant.mcp.conf import DEFAULTS
+from assistant.panel_links import PanelLink, register_panel_link
+
+#: The panel's link to the person's access tokens, shown where the host routes this app's URLs.
+TOKENS_LINK = PanelLink(label="Tokens", url_name="assistant:tokens", data_attribute="data-assistant-tokens")
 
 
 class AssistantMcpConfig(AppConfig):
@@ -36,6 +40,8 @@ class AssistantMcpConfig(AppConfig):
 
         # Each call of the person's agent is a run of its own channel, which the core knows only by this policy.
         register_channel(MCP)
+        # The panel's toolbar links the person's tokens page; the core's templates name none of this app's URLs.
+        register_panel_link(TOKENS_LINK)
 
         # A run a worker works on for a token (an AG-UI frontend's) stops once the token no longer acts.
         if token_still_acts not in TOKEN_CHECKS:

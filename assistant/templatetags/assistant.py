@@ -1,4 +1,5 @@
-"""The assistant's template tags: `{% load assistant %}` then `{% assistant_dock %}` in a base template."""
+"""The assistant's template tags: `{% load assistant %}` then `{% assistant_dock %}` in a base template; the panel
+asks `{% assistant_panel_links as panel_links %}` for the links the sub-apps add to its toolbar."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from django import template
 
 from assistant.context_processors import model_label
+from assistant.panel_links import PanelLink, panel_links
 
 register = template.Library()
 
@@ -23,3 +25,10 @@ def assistant_dock(context: template.Context) -> dict[str, Any]:
     user = getattr(request, "user", None) or context.get("user")
     show = bool(getattr(user, "is_authenticated", False)) and not context.get(FULL_PAGE_FLAG)
     return {"show_dock": show, **(model_label() if show else {})}
+
+
+@register.simple_tag
+def assistant_panel_links() -> tuple[PanelLink, ...]:
+    """The links the installed sub-apps registered for the panel's toolbar (assistant/panel_links.py), in their
+    order; the panel shows each whose URL is routed."""
+    return panel_links()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -142,6 +143,21 @@ def test_the_core_routes_no_optional_sub_app_and_the_site_routes_those_it_instal
     assert core_names.isdisjoint({"mcp", "tokens", "token_revoke", "ag-ui"}), core_names
     assert (reverse("assistant:mcp"), reverse("assistant:tokens"), reverse("assistant:ag-ui")) == (
         "/assistant/mcp/", "/assistant/tokens/", "/assistant/ag-ui/")
+
+
+def test_no_template_of_the_core_names_a_url_of_an_optional_sub_app() -> None:
+    # A link the core's panel shows for a sub-app (the MCP app's tokens page) is one the sub-app registers
+    # (assistant/panel_links.py); the core's templates name none of their URLs, which no import contract sees.
+    sub_app_names = {name for urls in ("assistant.mcp.urls", "assistant.agui.urls")
+                     for name in get_resolver(urls).reverse_dict if isinstance(name, str)}
+    assert {"mcp", "tokens", "ag-ui"} <= sub_app_names
+    named = {
+        (str(template.relative_to(PROJECT_DIR)), name)
+        for template in (PROJECT_DIR / "assistant" / "templates").rglob("*.html")
+        for name in re.findall(r"""\{%\s*url\s+['"]assistant:([\w-]+)['"]""", template.read_text())
+    }
+    assert {name for _, name in named} >= {"page", "memories"}, named  # the search finds the core's own
+    assert not {(template, name) for template, name in named if name in sub_app_names}
 
 
 HOST_CELERY = '''

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 from django.apps import apps
-from django.test import Client
+from django.template.loader import render_to_string
+from django.test import Client, override_settings
 
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import TokenRefused, token_authenticate, token_create
@@ -148,6 +149,15 @@ def test_the_panel_links_the_page_when_the_app_is_installed(alice: Any) -> None:
     assert apps.is_installed("assistant.mcp")
     page = signed_in(alice).get("/assistant/").content.decode()
     assert f'href="{PAGE}" data-assistant-tokens' in page
+
+
+@override_settings(ROOT_URLCONF="tests.testapp.assistant_urls_only")
+def test_the_panel_links_no_tokens_page_that_the_host_does_not_route() -> None:
+    # The app is installed, but the host includes the assistant's URLs without its (what assistant.W041 names): a
+    # link would lead to a 404.
+    assert apps.is_installed("assistant.mcp")
+    panel = render_to_string("assistant/conversation.html", {})
+    assert "data-assistant-memories" in panel and "data-assistant-tokens" not in panel, panel
 
 
 WITHOUT_THE_APP = """
