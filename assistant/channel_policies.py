@@ -76,6 +76,10 @@ class ChannelPolicy:
     #: The settings a member asked by one of its runs takes from its asker beside its own, `(the asker's
     #: settings, the member's spec, its task) -> dict` (a replay's member replays too).
     member_settings: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
+    #: Whether its top runs that failed or were rated thumbs down are proposed as eval cases (the evals app's
+    #: `assistant_eval propose`): a call of the person's own agent (MCP) is not, it holds no question of the
+    #: person's for a replay to ask again.
+    proposed_as_eval_case: bool = True
 
     def __post_init__(self) -> None:
         if not self.value or len(self.value) > MAX_VALUE_CHARS:

@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from assistant.channel_policies import channel_policies
 from assistant.evals.models import NAME_MAX, EvalCase, EvalSet
 from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.plans.offer import PLAN_TOOL
@@ -166,11 +167,13 @@ def set_named(name: str, *, create: bool = False, by: Any = None) -> EvalSet:
 
 
 def proposed_runs(*, days: int = PROPOSE_DAYS) -> QuerySet[AgentRun]:
-    """Top runs worth a case: the person rated the answer thumbs down, or the run failed (newest first)."""
+    """Top runs worth a case: the person rated the answer thumbs down, or the run failed (newest first); none of a
+    channel whose policy proposes none of its runs (an agent's calls over MCP)."""
     since = timezone.now() - timedelta(days=days)
+    not_proposed = [policy.value for policy in channel_policies() if not policy.proposed_as_eval_case]
     return (AgentRun.objects.filter(parent__isnull=True, created_at__gte=since)
             .filter(Q(quality_score=0.0) | Q(status__in=[AgentRun.Status.FAILED, AgentRun.Status.TIMED_OUT]))
-            .exclude(channel="mcp").order_by("-created_at"))
+            .exclude(channel__in=not_proposed).order_by("-created_at"))
 
 
 def proposal_reason(run: AgentRun) -> str:

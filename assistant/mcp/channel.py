@@ -59,4 +59,5 @@ MCP = ChannelPolicy(
     approval_seconds=approval_seconds,
     approval_expired="Your agent did not call it again in time; the action was not taken.",
     answer_card=answer_card,
+    proposed_as_eval_case=False,
 )

@@ -18,7 +18,7 @@ from django.test import Client
 from assistant.conversation.services import chat_send, run_feedback
 from assistant.evals.cases import BadExport, CaseRefused, case_add, proposed_runs, set_export, set_import, set_named
 from assistant.evals.models import EvalCase, EvalSet
-from assistant.models import AgentRun
+from assistant.models import AgentChat, AgentRun
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -71,6 +71,17 @@ def test_thumbs_down_and_failed_runs_are_proposed(alice: Any, recorded: AgentRun
     out = StringIO()
     call_command("assistant_eval", "propose", stdout=out)
     assert f"{recorded.pk}\tthumbs_down" in out.getvalue()
+
+
+def test_failed_runs_are_proposed_but_for_a_channel_whose_policy_proposes_none(alice: Any) -> None:
+    # The MCP channel's policy proposes none of its runs: an agent's call holds no question of the person's to
+    # replay. A value no installed app registers is looked up as the panel's.
+    failed = {}
+    for channel in ("panel", "eval", "mcp", "gone"):
+        chat = AgentChat.objects.create(owner=alice, channel=channel)
+        failed[channel] = AgentRun.objects.create(owner=alice, chat=chat, channel=channel,
+                                                  status=AgentRun.Status.FAILED)
+    assert set(proposed_runs()) == {failed["panel"], failed["eval"], failed["gone"]}
 
 
 @pytest.mark.worker
