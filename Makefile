@@ -24,10 +24,10 @@ run: $(STAMP)
 	$(PY) -m devstack run
 
 ## The whole suite against the real services (Redis database 1, so it never shares queues with `make run`).
-## TEST_PROCESSES=auto runs it in one test process a core (at most 7; each has its own test database, Redis
-## database and worker: see tests/settings.py), a test file's tests in one process: 13 minutes instead of 18 on
-## two cores. One process stays the default until the browser tests are steady beside the others.
-TEST_PROCESSES ?= 0
+## It runs in one test process a core (at most 7; each has its own test database, Redis database and worker: see
+## tests/settings.py), a test file's tests in one process: 12 minutes instead of 18 on two cores.
+## TEST_PROCESSES=0 runs it in this process alone, a number in that many.
+TEST_PROCESSES ?= auto
 test: $(STAMP)
 	$(PY) -m devstack exec --redis-db 1 -- $(PY) -m pytest -n $(TEST_PROCESSES) --maxprocesses 7 --dist loadfile \
 		$(PYTEST_ARGS)
