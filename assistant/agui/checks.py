@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
-from django.urls import NoReverseMatch, reverse
+from django.core.checks import CheckMessage, Error, Tags, register
+
+from assistant.infra.sub_app_urls import sub_app_unrouted
 
 #: What the endpoint uses of `ag_ui.core`, beyond the events every version has.
 NEEDED = ("RunFinishedInterruptOutcome", "ResumeEntry", "SubagentStartedEvent", "SubagentFinishedEvent",
@@ -39,25 +40,10 @@ def check_agui(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
                   id="assistant.E050")]
 
 
-def _routed(url_name: str) -> bool:
-    try:
-        reverse(url_name)
-    except NoReverseMatch:
-        return False
-    return True
-
-
 @register(Tags.urls)
 def check_agui_urls(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """The host includes this app's URL beside the assistant's own (assistant/urls.py, `assistant_urls`): a
-    project whose URLconf routes the assistant's pages and not this (an include written before the host
-    included it) has an endpoint that answers 404. A URLconf without the assistant at all is not this app's to
-    judge."""
-    if not _routed("assistant:page") or _routed("assistant:ag-ui"):
-        return []
-    return [Warning(
-        "assistant.agui is installed, but its URL is not routed: the AG-UI endpoint (assistant:ag-ui) answers 404.",
-        hint='Include it with the assistant\'s own, in the project\'s urls.py: `path("assistant/", '
-             'include(assistant_urls("assistant.agui.urls")))`, with '
-             "`from assistant.urls import assistant_urls` (the README's URLs step).",
-        id="assistant.W051")]
+    """The host includes this app's URL beside the assistant's own (assistant/urls.py, `assistant_urls`)."""
+    return sub_app_unrouted(
+        "assistant:ag-ui", "assistant.agui.urls", check_id="assistant.W051",
+        message="assistant.agui is installed, but its URL is not routed: the AG-UI endpoint (assistant:ag-ui) "
+                "answers 404.")

@@ -10,6 +10,7 @@ from django.apps import apps
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.urls import NoReverseMatch, resolve, reverse
 
+from assistant.infra.sub_app_urls import sub_app_unrouted
 from assistant.mcp.oauth import authorize
 from assistant.tools.registry import registry
 
@@ -29,29 +30,13 @@ def check_mcp(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
     return problems
 
 
-def _routed(url_name: str) -> bool:
-    try:
-        reverse(url_name)
-    except NoReverseMatch:
-        return False
-    return True
-
-
 @register(Tags.urls)
 def check_mcp_urls(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
-    """The host includes this app's URLs beside the assistant's own (assistant/urls.py, `assistant_urls`): a
-    project whose URLconf routes the assistant's pages and not these (an include written before the host
-    included them) has an endpoint and a tokens page that answer 404. A URLconf without the assistant at all
-    is not this app's to judge."""
-    if not _routed("assistant:page") or _routed("assistant:mcp"):
-        return []
-    return [Warning(
-        "assistant.mcp is installed, but its URLs are not routed: the MCP endpoint (assistant:mcp) and the access "
-        "tokens' pages answer 404, and the panel links no tokens page.",
-        hint='Include them with the assistant\'s own, in the project\'s urls.py: `path("assistant/", '
-             'include(assistant_urls("assistant.mcp.urls")))`, with '
-             "`from assistant.urls import assistant_urls` (the README's URLs step).",
-        id="assistant.W041")]
+    """The host includes this app's URLs beside the assistant's own (assistant/urls.py, `assistant_urls`)."""
+    return sub_app_unrouted(
+        "assistant:mcp", "assistant.mcp.urls", check_id="assistant.W041",
+        message="assistant.mcp is installed, but its URLs are not routed: the MCP endpoint (assistant:mcp) and the "
+                "access tokens' pages answer 404, and the panel links no tokens page.")
 
 
 def _oauth_problems() -> list[CheckMessage]:
