@@ -75,6 +75,14 @@ DEFAULTS: dict[str, Any] = {
     # will write), "refuse" (writes are refused) or "allow" (for a spec that never meets other people's
     # text). A destructive call asks whatever this says (assistant/tools/provenance.py).
     "CONTAINMENT": "approve",
+    # Whether a member's answer may be the reply, for a spec that does not say (its `handoff`): "auto" (a
+    # member asked alone answers the person itself, streamed as it writes, and the asking run makes no
+    # further model call, unless its model asks for the answer back) or "never" (every answer comes back to
+    # the asking model as data, which then writes the reply). See docs/specs.md, "Handoff".
+    "HANDOFF": "auto",
+    # Whether a request that plainly belongs to one member is handed to it without asking the asking spec's
+    # model first, for a spec that does not say (its `routing`): "auto" or "never" (assistant/society/routing.py).
+    "ROUTING": "auto",
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,

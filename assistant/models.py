@@ -106,6 +106,8 @@ class AgentMessage(models.Model):
     run = models.ForeignKey(
         "AgentRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )
+    # A reply a member wrote (a handoff): its spec, which the thread names beside the reply.
+    member = models.CharField(max_length=100, blank=True)
     # For a summary: the id of the newest message folded into it, so it is reused until older turns grow.
     covers_through = models.BigIntegerField(null=True, blank=True)
     # Set when made, as auto_now_add would, but a reply may be given the moment its chat's activity was
@@ -184,6 +186,9 @@ class AgentRun(models.Model):
     # The parent's step that asked this member (its `ask_<member>` tool call): where its steps belong.
     asked_in = models.ForeignKey("AgentStep", on_delete=models.SET_NULL, null=True, blank=True,
                                  related_name="members_asked")
+    # A handoff (assistant/turn/handoff.py): the member's run whose answer is this run's reply, word for word —
+    # the one that wrote it, however many members handed it on.
+    answered_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     model = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
     reply = models.TextField(blank=True)

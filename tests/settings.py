@@ -35,6 +35,9 @@ MIDDLEWARE = [*MIDDLEWARE, "tests.testapp.middleware.SessionGateMiddleware"]
 ROOT_URLCONF = "tests.urls"
 # Tests make many runs in a minute on purpose. The worker resolves a run's spec by name in these
 # settings, so a spec a worker test runs under is declared here.
+# A spec that asks members and relays their answers: every answer comes back to its model as data.
+_RELAYS = {"handoff": "never", "routing": "never"}
+
 ASSISTANT = {
     **ASSISTANT,  # noqa: F405
     "RUNS_PER_MINUTE": 10_000,
@@ -48,23 +51,31 @@ ASSISTANT = {
     "SPECS": {
         **ASSISTANT["SPECS"],  # the site's demo society  # noqa: F405
         "test-reader": {"tools": "__all__", "permission_profile": "restricted", "role": "Reads the tracker."},
-        # A small society the worker tests hand work round in: every model is the fake provider's.
+        # A small society the worker tests hand work round in: every model is the fake provider's. The specs that
+        # ask members relay (`handoff` and `routing` "never": each answer comes back to the asking model, which
+        # the tests script); `test-router` and `test-desk` hand over and route as a spec does by default.
         "test-viewer": {"tools": "__all__", "permission_profile": "restricted", "model": "openai:fake-gpt",
                         "role": "Reads the tracker."},
         "test-asker": {"tools": ["tracker_task_list"], "permission_profile": "standard", "model": "openai:fake-gpt",
                        "role": "Hands the person's requests to the members.",
-                       "delegates": ["test-viewer", "test-clerk", "test-keeper"]},
+                       "delegates": ["test-viewer", "test-clerk", "test-keeper"], **_RELAYS},
+        "test-router": {"tools": [], "permission_profile": "standard", "model": "openai:fake-gpt",
+                        "role": "Hands each request to the member for it.",
+                        "delegates": ["test-viewer", "test-clerk", "test-desk"]},
+        "test-desk": {"tools": ["tracker_project_create", "tracker_project_list"], "permission_profile": "standard",
+                      "model": "openai:fake-gpt", "role": "Creates projects and asks the clerk for their tasks.",
+                      "delegates": ["test-clerk"]},
         "test-clerk": {"tools": ["tracker_task_create", "tracker_task_list", "tracker_task_delete"],
                        "permission_profile": "standard", "model": "openai:fake-gpt",
                        "role": "Adds, lists and deletes tasks."},
         # A chain one member longer than MAX_DELEGATION_DEPTH (3) lets a tree go: a → b → c → d, and d → e.
         **{f"test-chain-{name}": {"tools": ["tracker_task_list"], "permission_profile": "standard",
                                   "model": "openai:fake-gpt", "role": f"Link {name} of a chain.",
-                                  **({"delegates": [f"test-chain-{after}"]} if after else {})}
+                                  **({"delegates": [f"test-chain-{after}"], **_RELAYS} if after else {})}
            for name, after in zip("abcde", [*"bcde", ""], strict=True)},
         "test-keeper": {"tools": ["tracker_project_create", "tracker_project_list"], "permission_profile": "standard",
                         "model": "openai:fake-gpt", "role": "Creates projects and asks the clerk for their tasks.",
-                        "delegates": ["test-clerk"]},
+                        "delegates": ["test-clerk"], **_RELAYS},
     },
 }
 

@@ -48,6 +48,8 @@ def message_payload(message: AgentMessage) -> dict[str, Any]:
         "html": render_markdown(message.content) if is_reply else None,
         "feedback": feedback_payload(message.run) if is_reply and message.run_id is not None else None,
         "about": _asked_about(message),
+        # A reply a member wrote itself (a handoff): the member, which the thread names beside it.
+        "member": message.member or None,
     }
 
 

@@ -57,7 +57,7 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
     s = assistant_settings
     spec = spec or s.SPEC
     own: dict[str, Any] = {"model": s.MODEL, "instructions": s.INSTRUCTIONS, "plan_approval": s.PLAN_APPROVAL,
-                           "containment": s.CONTAINMENT,
+                           "containment": s.CONTAINMENT, "handoff": s.HANDOFF, "routing": s.ROUTING,
                            "max_model_calls": s.MAX_MODEL_CALLS,
                            "max_tool_calls": s.MAX_TOOL_CALLS, "max_wall_seconds": s.MAX_WALL_SECONDS,
                            "max_tokens_per_run": s.MAX_TOKENS_PER_RUN}
@@ -70,7 +70,7 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
     else:
         profile = seat.profile.name
         own.update(model=seat.model, instructions=seat.instructions, plan_approval=seat.plan_approval,
-                   containment=seat.containment,
+                   containment=seat.containment, handoff=seat.handoff, routing=seat.routing,
                    **{key: _as_setting(value) for key, value in seat.limits.items()})
     return {
         **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
@@ -154,13 +154,15 @@ def run_path_stop_requested(run: AgentRun) -> bool:
 
 
 def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
-                    asked_in: AgentStep | None = None) -> AgentRun:
+                    asked_in: AgentStep | None = None, hands_over: bool = False) -> AgentRun:
     """A queued child of `parent` under the member `spec`, asked to do `task`: the same person, chat and
     session as its parent (its tool calls go through the site's middleware with that session, and it ends
     when the session does), its member's own model, instructions, tools and profile, and limits reserved
     from what its parent has left (assistant/society/budget.py), `sharing` delegations of one answer
-    sharing it; `asked_in` is the parent's step that asks it. Raises DelegationRefused, creating nothing,
-    when the member cannot be asked from here."""
+    sharing it; `asked_in` is the parent's step that asks it. `hands_over`: its answer is to be its parent's
+    reply (a handoff, assistant/turn/handoff.py); it then `answers_person` when its parent does (a top run, or a
+    member handing over in turn). Raises DelegationRefused, creating nothing, when the member cannot be asked
+    from here."""
     depth = parent.depth + 1
     if depth > int(assistant_settings.MAX_DELEGATION_DEPTH):
         raise DelegationRefused(f"The request is already {parent.depth} members deep, the most it may go; "
@@ -178,6 +180,9 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
     if member_settings is not None:
         # What its asker's channel passes on (a member asked in a replay replays too, from its recordings).
         config.update(member_settings(parent.config or {}, spec, task))
+    if hands_over:
+        config["hands_over"] = True
+        config["answers_person"] = parent.parent_id is None or bool((parent.config or {}).get("answers_person"))
     child = run_open(
         owner_id=parent.owner_id, chat_id=parent.chat_id, spec=spec, parent=parent, channel=parent.channel,
         root_id=parent.root_id or parent.pk, depth=depth, task=task, asked_in=asked_in, config=config,
@@ -412,6 +417,7 @@ def _member_evidence(asked: dict[str, Any], stop_reason: str) -> dict[str, Any]:
 def run_finish(
     *, run: AgentRun, status: str, stop_reason: str = "", error: str = "", reply: str = "",
     steps: list[AgentStep] | None = None, holder: str | None = None, with_rows: Sequence[Model] = (),
+    answered_by: int | None = None,
 ) -> AgentRun:
     """Close a run with its final status, file it in its owner's profile and announce it. Counts and
     tokens are totalled from its steps (pass them when already loaded).
@@ -423,10 +429,12 @@ def run_finish(
     step and its reply go in with the end, or not at all (steps among them are announced with it).
 
     The profile entry is written in the same transaction as the end (the caller's, or one of its own):
-    a run counts exactly once however it ends, whatever dies when (see assistant/runs/profile.py)."""
+    a run counts exactly once however it ends, whatever dies when (see assistant/runs/profile.py).
+
+    `answered_by`: the member's run whose answer is the reply (a handoff, assistant/turn/handoff.py)."""
     with transaction.atomic(savepoint=False):
         run = _run_close(run=run, status=status, stop_reason=stop_reason, error=error, reply=reply, steps=steps,
-                         holder=holder, with_rows=with_rows)
+                         holder=holder, with_rows=with_rows, answered_by=answered_by)
     if status == AgentRun.Status.CANCELLED:
         publish_to_user(run.owner_id, run_event(event_names.CANCELLED, run, run=run_payload(run)))
     elif status != AgentRun.Status.SUCCEEDED:
@@ -436,7 +444,7 @@ def run_finish(
 
 def _run_close(
     *, run: AgentRun, status: str, stop_reason: str, error: str, reply: str, steps: list[AgentStep] | None,
-    holder: str | None, with_rows: Sequence[Model] = (),
+    holder: str | None, with_rows: Sequence[Model] = (), answered_by: int | None = None,
 ) -> AgentRun:
     now = timezone.now()
     steps = list(run.steps.all()) if steps is None else steps
@@ -458,6 +466,9 @@ def _run_close(
         "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
         "intent", "profile_recorded_at", "session_sealed",
     ]
+    if answered_by is not None:
+        run.answered_by_id = answered_by
+        fields.append("answered_by")
     if holder is None:
         assert not with_rows, "rows go in with the end only for the worker that holds the run"
         run.save(update_fields=fields)

@@ -65,6 +65,9 @@ def run_profile_entry(run: AgentRun, steps: list[AgentStep]) -> dict[str, Any]:
     if run.parent_id is not None:
         # The member's record says who asked it: the spec of the run that handed it the work.
         entry["asked_by"] = AgentRun.objects.filter(pk=run.parent_id).values_list("spec", flat=True).first()
+        if (run.config or {}).get("hands_over"):
+            # Asked alone, its answer was to be its asker's reply (a handoff): to the person, when it `answers_person`.
+            entry["handoff"] = "person" if run.config.get("answers_person") else "asker"
     return entry
 
 

@@ -8,10 +8,13 @@
   most the global setting of the same name (which applies to whatever a spec leaves out);
 - `delegates`: the specs it may hand work to. Its way back, when it cannot go on, is to whoever asked it;
 - `plan_approval`: when a plan of its runs waits for the person's approval (`PLAN_APPROVALS`);
-- `containment`: what its runs do before an effect once they read text someone else wrote (`CONTAINMENTS`).
+- `containment`: what its runs do before an effect once they read text someone else wrote (`CONTAINMENTS`);
+- `handoff`: whether a member it asks alone may answer the person itself (`HANDOFFS`, docs/specs.md);
+- `routing`: whether a request that plainly belongs to one of its members goes there without a model call
+  (`ROUTINGS`, assistant/society/routing.py).
 
 A project that declares no delegates has one assistant, as before; a spec with none of the new keys works
-as it always did. `member_problems()` is what `manage.py check` reports (assistant.E030–E034, E036, E037,
+as it always did. `member_problems()` is what `manage.py check` reports (assistant.E030–E034, E036–E038,
 W030; the delegation tools' names, E035, are checked beside it in `assistant/society/checks.py`).
 """
 
@@ -27,10 +30,14 @@ from assistant.tools.provenance import CONTAINMENTS
 
 #: Every key a spec may declare ("profile" is the older spelling of "permission_profile").
 SPEC_KEYS = frozenset({"tools", "permission_profile", "profile", "role", "instructions", "model", "limits",
-                       "delegates", "plan_approval", "containment"})
+                       "delegates", "plan_approval", "containment", "handoff", "routing"})
 #: When a plan waits for the person's approval before anything of it is done (assistant/plans/): never; when
 #: it has a destructive step (the default); always.
 PLAN_APPROVALS = ("never", "when_destructive", "always")
+#: Whether a member asked alone answers the person itself ("auto") or always answers the asking model ("never").
+HANDOFFS = ("auto", "never")
+#: Whether a plain request is handed to its member without a model call ("auto") or the model always decides.
+ROUTINGS = ("auto", "never")
 #: The limits a spec may set for itself, each named as the run keeps it (the global setting, lower-cased).
 LIMIT_KEYS = ("max_model_calls", "max_tool_calls", "max_wall_seconds", "max_tokens_per_run")
 
@@ -48,6 +55,8 @@ class Member:
     scope: ToolScope = field(hash=False)
     plan_approval: str = "when_destructive"
     containment: str = "approve"
+    handoff: str = "auto"
+    routing: str = "auto"
 
     @property
     def profile(self) -> PermissionProfile:
@@ -100,6 +109,8 @@ def member(name: str | None = None) -> Member:
         scope=resolve_scope(name),
         plan_approval=str(declared.get("plan_approval") or assistant_settings.PLAN_APPROVAL),
         containment=str(declared.get("containment") or assistant_settings.CONTAINMENT),
+        handoff=str(declared.get("handoff") or assistant_settings.HANDOFF),
+        routing=str(declared.get("routing") or assistant_settings.ROUTING),
     )
 
 
@@ -144,6 +155,10 @@ def _shape_problems(name: str, spec: Any) -> list[Problem]:
     if "containment" in spec and spec["containment"] not in CONTAINMENTS:
         problems.append(Problem("assistant.E037", f"{where}['containment'] is {spec['containment']!r}.",
                                 f"Choose one of: {', '.join(CONTAINMENTS)} (approve by default)."))
+    for key, choices in (("handoff", HANDOFFS), ("routing", ROUTINGS)):
+        if key in spec and spec[key] not in choices:
+            problems.append(Problem("assistant.E038", f"{where}[{key!r}] is {spec[key]!r}.",
+                                    f"Choose one of: {', '.join(choices)} ({choices[0]} by default)."))
     delegates = spec.get("delegates", [])
     if not isinstance(delegates, list | tuple) or not all(isinstance(item, str) for item in delegates):
         problems.append(Problem("assistant.E030", f"{where}['delegates'] must be a list of spec names.",
@@ -196,6 +211,10 @@ def member_problems() -> list[Problem]:
         return [Problem("assistant.E030", "The SPECS setting must be a dict of spec names to specs.",
                         "For example {'reader': {'tools': '__all__', 'permission_profile': 'restricted'}}.")]
     problems = [problem for name, spec in specs.items() for problem in _shape_problems(name, spec)]
+    for key, choices in (("HANDOFF", HANDOFFS), ("ROUTING", ROUTINGS)):
+        if getattr(assistant_settings, key) not in choices:
+            problems.append(Problem("assistant.E038", f"{key} is {getattr(assistant_settings, key)!r}.",
+                                    f"Choose one of: {', '.join(choices)} ({choices[0]} by default)."))
     known = {*specs, assistant_settings.SPEC}
     graph: dict[str, tuple[str, ...]] = {}
     for name, spec in specs.items():

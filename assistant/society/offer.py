@@ -22,6 +22,8 @@ DELEGATION_PREFIX = "ask_"
 #: How much a model may write as a member's task (and as the context it passes along).
 TASK_MAX_CHARS = 4_000
 CONTEXT_MAX_CHARS = 8_000
+#: The argument with which the asking model keeps a lone member's answer for itself (a handoff's way out).
+RETURN_ANSWER = "return_answer"
 
 
 @dataclass(frozen=True)
@@ -44,31 +46,39 @@ def delegation_tool_name(spec_name: str) -> str:
     return f"{DELEGATION_PREFIX}{spec_name}"
 
 
-def delegation_parameters() -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "task": {"type": "string", "minLength": 1, "maxLength": TASK_MAX_CHARS,
-                     "description": "What the member should do, in full: it sees nothing else of this conversation."},
-            "context": {"type": "string", "maxLength": CONTEXT_MAX_CHARS,
-                        "description": "Anything from the conversation the member needs to know (optional)."},
-        },
-        "required": ["task"],
-        "additionalProperties": False,
+def delegation_parameters(*, hands_over: bool = False) -> dict[str, Any]:
+    """The arguments of an `ask_<member>` tool; `hands_over` when the asking spec lets a member asked alone
+    answer the person itself (its `handoff`), which the model may decline for one call."""
+    properties: dict[str, Any] = {
+        "task": {"type": "string", "minLength": 1, "maxLength": TASK_MAX_CHARS,
+                 "description": "What the member should do, in full: it sees nothing else of this conversation."},
+        "context": {"type": "string", "maxLength": CONTEXT_MAX_CHARS,
+                    "description": "Anything from the conversation the member needs to know (optional)."},
     }
+    if hands_over:
+        properties[RETURN_ANSWER] = {
+            "type": "boolean",
+            "description": ("true to have the member's answer back, to combine it with other members' answers or "
+                            "act on it. Leave it out when the member's answer is the whole answer: it then "
+                            "answers the person itself and you are done."),
+        }
+    return {"type": "object", "properties": properties, "required": ["task"], "additionalProperties": False}
 
 
-def _description(seat: Member, annotation: str) -> str:
+def _description(seat: Member, annotation: str, *, hands_over: bool) -> str:
     role = seat.role or "A member of this assistant."
-    return (f"Hand a task to the member “{seat.name}”: {role.rstrip('.')}. It works with its own tools and answers "
-            f"with what it did. Its record: {annotation}.")
+    answers = ("When you ask only this member, its answer is the reply to the person" if hands_over
+               else "It answers you with what it did")
+    return (f"Hand a task to the member “{seat.name}”: {role.rstrip('.')}. It works with its own tools. {answers}. "
+            f"Its record: {annotation}.")
 
 
 def delegation_tools(*, owner: Any, asking: str | Member, path: Iterable[str] = (), depth: int = 0,
-                     intent: str | None = None) -> list[DelegationTool]:
+                     intent: str | None = None, hands_over: bool | None = None) -> list[DelegationTool]:
     """The delegation tools of the spec `asking` for `owner`, best-ranked first. `path` is the specs of the
     runs above this one (its parent's, …) and `depth` this run's depth in its tree: a member on the path,
-    the asking spec itself and any member below the depth limit are not offered."""
+    the asking spec itself and any member below the depth limit are not offered. `hands_over`: whether a
+    member asked alone answers for the asker (default: the spec's `handoff`; a run passes its own setting)."""
     seat = asking if isinstance(asking, Member) else member(asking)
     if depth + 1 > int(assistant_settings.MAX_DELEGATION_DEPTH):
         return []
@@ -76,12 +86,15 @@ def delegation_tools(*, owner: Any, asking: str | Member, path: Iterable[str] = 
     candidates = [name for name in dict.fromkeys(seat.delegates) if name not in above]
     if not candidates:
         return []
+    hands_over = seat.handoff == "auto" if hands_over is None else hands_over
     tools = []
     for ranked in members_ranked(owner=owner, spec_names=candidates, intent=intent):
         delegate = member(ranked.spec_name)
         tools.append(DelegationTool(
-            name=delegation_tool_name(delegate.name), description=_description(delegate, ranked.annotation),
-            parameters=delegation_parameters(), member=delegate.name, annotation=ranked.annotation,
+            name=delegation_tool_name(delegate.name),
+            description=_description(delegate, ranked.annotation, hands_over=hands_over),
+            parameters=delegation_parameters(hands_over=hands_over), member=delegate.name,
+            annotation=ranked.annotation,
         ))
     return tools
 

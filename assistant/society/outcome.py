@@ -5,6 +5,7 @@ says why it could not go on, with what it (and those it asked) did and used. Rea
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from assistant.models import AgentRun, AgentStep
@@ -18,6 +19,16 @@ Kind = AgentStep.Kind
 ANSWERED, ESCALATED, REFUSED = "answered", "escalated", "refused"
 #: How many of a member's failed actions its escalation lists.
 PROBLEMS_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class HandedOver:
+    """A member's answer that is the asking run's reply (a handoff): its text, the run that wrote it (however many
+    members handed it on) and that run's spec."""
+
+    reply: str
+    written_by: int
+    member: str
 
 
 def member_outcome(child: AgentRun) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import needs_approval, new_revision, plan_refused_outcome, plan_summary, planned_outcome
 from assistant.runs.lifecycle import not_run_outcome, run_setting
 from assistant.runs.model_output import storable_json
-from assistant.society.offer import DelegationTool
+from assistant.society.offer import RETURN_ANSWER, DelegationTool
 from assistant.tools import Tool, execute_tool
 from assistant.tools.describe import describe_call
 from assistant.tools.validation import validate_arguments
@@ -54,6 +54,8 @@ from assistant.turn.limits import Limits
 Kind = AgentStep.Kind
 State = AgentStep.State
 Confirmation = AgentStep.Confirmation
+#: A plan's steps not done yet: a member may answer for the run only when at most its own step is left.
+PLAN_STEPS_TO_DO = (AgentPlan.Status.PENDING, AgentPlan.Status.IN_PROGRESS)
 
 NOT_A_JSON_OBJECT = "The arguments were not a JSON object; send them again as one."
 
@@ -90,6 +92,7 @@ class Turn(Protocol):
     authority: RunAuthority
     tools: dict[str, Tool]
     delegations: dict[str, DelegationTool]
+    routed: dict[str, str]
     planner: PlanTool | None
     work_on_member: Callable[[int], None] | None
     enqueue: Callable[[int], None] | None
@@ -293,9 +296,11 @@ class MemberCalls(Toolset):
         turn.others_text()  # a member starts having read what its asker read (run_child_start copies it)
         for index, each in enumerate(fresh):
             turn.limits.before_tool_call(turn.steps, each.call.name, each.call.arguments, also_starting=index)
-        started = delegations_start(
-            turn.journal, [Delegation(each.call, turn.delegations[each.call.name], None) for each in fresh]
-        )
+        hands_over = self._may_hand_over(pending)
+        started = delegations_start(turn.journal, [
+            Delegation(each.call, turn.delegations[each.call.name], None, hands_over=hands_over,
+                       routed=turn.routed.get(each.call.id, "")) for each in fresh
+        ])
         if started:
             first, *others = started
             for other in others:
@@ -308,6 +313,19 @@ class MemberCalls(Toolset):
             if turn.work_on_member is not None:
                 turn.work_on_member(first)
         return Next.AGAIN
+
+    def _may_hand_over(self, pending: Sequence[PendingCall]) -> bool:
+        """Whether a member asked alone (the one call of the model's answer, or of the routing) is to answer for
+        this run (a handoff): its spec lets it, the model did not ask for the answer back, and no other step of
+        the run's plan is still to do."""
+        last = next((step for step in reversed(self.turn.steps) if step.kind == Kind.MODEL_CALL), None)
+        calls = (last.result or {}).get("tool_calls") if last is not None else None
+        if len(calls or pending) != 1 or len(pending) != 1:
+            return False
+        if str(run_setting(self.turn.run, "HANDOFF")) != "auto" or pending[0].call.arguments.get(RETURN_ANSWER) is True:
+            return False
+        plan = self.turn.journal.plan
+        return plan is None or sum(1 for step in plan.steps if step["status"] in PLAN_STEPS_TO_DO) <= 1
 
 
 # --- what stands between a call and its effect -------------------------------------------------------------

@@ -14,6 +14,14 @@ the end of its last working member wakes it (`run_parent_wake` in assistant/runs
 queue). A crash between any two of these writes loses nothing: a step `started` with a child is never
 "unknown" (the child's row says what happened), and the sweeper wakes a paused asker whose members all
 ended.
+
+A handoff: when the model asks one member alone (the whole of its answer) and the asking spec lets it (its
+`handoff`, unless the model asks for the answer back with `return_answer`; never while a plan has other steps to
+do), the member's answer is the asking run's reply, word for word: the asking run makes no further model call
+(`handed_over_answer`). The member writes it for whoever its asker answers, so when that is the person (the top
+run, or a member handing over in turn) its text streams to the person as the reply (`answers_person` in its
+settings). An answer that does not come (the member could not finish, or its last action failed) goes back to the
+asking model as data, as any answer does, and the model decides.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from assistant.models import AgentRun, AgentStep
 from assistant.runs.lifecycle import DelegationRefused, run_child_start, run_path_stop_requested
 from assistant.society.budget import Usage
 from assistant.society.offer import DelegationTool
-from assistant.society.outcome import ESCALATED, REFUSED, member_outcome
+from assistant.society.outcome import ANSWERED, ESCALATED, REFUSED, HandedOver, member_outcome
 from assistant.tools.validation import validate_arguments
 from assistant.turn.journal import StepJournal
 
@@ -39,13 +47,23 @@ State = AgentStep.State
 
 
 
+#: What a delegation step's `result` keeps from its start once its member has answered.
+KEPT_ON_ANSWER = ("hands_over", "routed")
+
+
 @dataclass(frozen=True)
 class Delegation:
-    """One delegation call of a model answer, with the tool it calls and the step it has (if any)."""
+    """One delegation call of a model answer, with the tool it calls and the step it has (if any); whether the
+    member's answer is to be the asking run's reply (`hands_over`) and, for a call no model made, why the request
+    was routed to it (`routed`)."""
 
     call: ToolCall
     tool: DelegationTool
     step: AgentStep | None
+    hands_over: bool = False
+    routed: str = ""
+
+
 
 
 def child_run_id(step: AgentStep) -> int | None:
@@ -100,14 +118,17 @@ def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -
                 journal.finish_step(step, {"status": "invalid", "took_effect": False, "member": tool.member,
                                            "reason": problem})
                 continue
+            kept = {**({"hands_over": True} if delegation.hands_over else {}),
+                    **({"routed": delegation.routed} if delegation.routed else {})}
             try:
                 child = run_child_start(parent=run, spec=tool.member, task=member_task(call.arguments),
-                                        sharing=len(delegations) - index, asked_in=step)
+                                        sharing=len(delegations) - index, asked_in=step,
+                                        hands_over=delegation.hands_over)
             except DelegationRefused as refused:
                 journal.finish_step(step, {"status": REFUSED, "took_effect": False, "member": tool.member,
-                                           "reason": refused.message})
+                                           "reason": refused.message, **kept})
                 continue
-            step.result = {"status": "asked", "member": tool.member, "child_run_id": child.pk}
+            step.result = {"status": "asked", "member": tool.member, "child_run_id": child.pk, **kept}
             journal.save(step, "result")
             started.append(child.pk)
     return started
@@ -130,7 +151,8 @@ def delegations_collect(journal: StepJournal, steps: Sequence[AgentStep]) -> boo
             elif child.is_active:
                 still_working = True
             else:
-                journal.finish_step(step, member_outcome(child), child.duration_ms)
+                kept = {key: (step.result or {})[key] for key in KEPT_ON_ANSWER if key in (step.result or {})}
+                journal.finish_step(step, {**member_outcome(child), **kept}, child.duration_ms)
         if not still_working:
             return True
         if journal.await_members():
@@ -139,6 +161,26 @@ def delegations_collect(journal: StepJournal, steps: Sequence[AgentStep]) -> boo
             return True  # the person stopped the run: the turn's next boundary ends it (and its members)
         # The last of them ended between the read above and the pause: read them again.
 
+
+
+def handed_over_answer(steps: Sequence[AgentStep]) -> HandedOver | None:
+    """The member's answer that is the run's reply: when the run's latest calls were one delegation that hands
+    over, and its member answered. None otherwise (no such call, or the member could not finish: its outcome is
+    then the model's to read)."""
+    last_model = max((step.seq for step in steps if step.kind == Kind.MODEL_CALL), default=0)
+    latest = [step for step in steps if step.seq > last_model and step.kind == Kind.TOOL_CALL]
+    if len(latest) != 1 or latest[0].state != State.FINISHED:
+        return None
+    outcome = latest[0].result or {}
+    child_id = outcome.get("child_run_id")
+    if not outcome.get("hands_over") or outcome.get("status") != ANSWERED or not isinstance(child_id, int):
+        return None
+    child = AgentRun.objects.filter(pk=child_id).values("spec", "answered_by_id", "answered_by__spec").first()
+    if child is None:
+        return None
+    if child["answered_by_id"] is not None:  # it handed over in turn: the reply is the one who wrote it
+        return HandedOver(str(outcome.get("answer") or ""), child["answered_by_id"], child["answered_by__spec"])
+    return HandedOver(str(outcome.get("answer") or ""), child_id, child["spec"])
 
 
 def members_used(steps: Sequence[AgentStep]) -> Usage:

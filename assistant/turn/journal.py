@@ -33,6 +33,7 @@ from assistant.runs.lifecycle import (
     step_outcome_set,
 )
 from assistant.runs.model_output import MAX_NAME_CHARS, clean_text, storable_json
+from assistant.society.outcome import HandedOver
 from assistant.tools import Tool
 from assistant.turn.confirmation import QUESTION
 
@@ -108,14 +109,14 @@ class StepJournal:
             self._write()
 
     def _end(self, *, status: str, reply: str = "", stop_reason: str = "", error: str = "",
-             reply_message: AgentMessage | None = None) -> AgentRun:
+             reply_message: AgentMessage | None = None, answered_by: int | None = None) -> AgentRun:
         """Close the run (`run_finish`), with the steps staged for insertion and the reply's message in the
         statement that closes it (which announces the steps); staged outcomes (updates) go first, on their own."""
         if any(fields is not None for _, fields in self._staged):
             self.flush()
         staged, self._staged = [step for step, _ in self._staged], []
         return run_finish(run=self.run, status=status, reply=reply, stop_reason=stop_reason, error=error,
-                          steps=self.steps, holder=self.holder,
+                          steps=self.steps, holder=self.holder, answered_by=answered_by,
                           with_rows=[*staged, *([reply_message] if reply_message is not None else [])])
 
     @contextlib.contextmanager
@@ -245,8 +246,9 @@ class StepJournal:
             self.cancelled.set()
         return False
 
-    def succeed(self, user: Any, reply: str) -> tuple[AgentRun, AgentMessage]:
-        """End the run with its reply, one message in the chat, which becomes the chat's newest activity."""
+    def succeed(self, user: Any, reply: str, handed: HandedOver | None = None) -> tuple[AgentRun, AgentMessage]:
+        """End the run with its reply, one message in the chat, which becomes the chat's newest activity;
+        `handed`: the reply is a member's answer (a handoff), and the message names the member."""
         reply = clean_text(reply)
         with self._ending():
             # The chat's row before the run's, in the order a send or a delete takes them (a worker holding
@@ -256,17 +258,21 @@ class StepJournal:
             chat_activity_record(chat_id=self.run.chat_id, at=at)
             # The run's end, its last step (the model's answer) and the reply's message: one fenced statement.
             message = AgentMessage(chat_id=self.run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT,
-                                   content=reply, run=self.run, created_at=at)
-            run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message)
+                                   content=reply, run=self.run, created_at=at,
+                                   member=handed.member if handed is not None else "")
+            run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message,
+                            answered_by=handed.written_by if handed is not None else None)
             publish_to_user(run.owner_id, run_event(
                 event_names.REPLIED, run, message=message_payload(message), run=run_payload(run)
             ))
         return run, message
 
-    def answer(self, reply: str) -> AgentRun:
-        """End a member's run with its reply on its own row: it answers the run that asked it, not the chat."""
+    def answer(self, reply: str, handed: HandedOver | None = None) -> AgentRun:
+        """End a member's run with its reply on its own row: it answers the run that asked it, not the chat;
+        `handed`: the reply is the answer of a member it handed over to."""
         with self._ending():
-            return self._end(status=Status.SUCCEEDED, reply=clean_text(reply))
+            return self._end(status=Status.SUCCEEDED, reply=clean_text(reply),
+                             answered_by=handed.written_by if handed is not None else None)
 
     def stop(self, status: str, stop_reason: str, message: str) -> AgentRun:
         """End the run without a reply (a limit, a cancel, a model error, a crash)."""

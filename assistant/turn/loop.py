@@ -32,7 +32,7 @@ from assistant.live.events import publish_to_user, publisher
 from assistant.live.payloads import run_event
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
 from assistant.memory.store import memory_recall, memory_remember
-from assistant.models import AgentMemory, AgentRun, AgentStep
+from assistant.models import AgentMemory, AgentMessage, AgentRun, AgentStep
 from assistant.plans.offer import PlanTool
 from assistant.plans.record import run_plan
 from assistant.runs import cancel_flags
@@ -47,13 +47,15 @@ from assistant.runs.lifecycle import (
 )
 from assistant.runs.model_output import clean_text, fit_response, ids_in, recorded_calls
 from assistant.society.members import member
-from assistant.society.offer import DelegationTool, delegation_tools
+from assistant.society.offer import TASK_MAX_CHARS, DelegationTool, delegation_tools
+from assistant.society.outcome import HandedOver
+from assistant.society.routing import plain_route
 from assistant.tools import Tool, tools_for
 from assistant.tools.provenance import merge
 from assistant.turn.calls import Next, PendingCall, calls_for
 from assistant.turn.confirmation import read_in
 from assistant.turn.context import chat_history, conversation_window, earlier_notes, page_message, system_prompt
-from assistant.turn.handoff import is_waiting_on_member, members_used
+from assistant.turn.handoff import handed_over_answer, is_waiting_on_member, members_used
 from assistant.turn.journal import StepJournal
 from assistant.turn.limits import Limits, StopRun
 from registry.selectors import profile_summary
@@ -174,6 +176,9 @@ class Turn:
         # The members this run may hand work to (assistant/society/); how this worker works on the first one
         # it asks (at once, still holding this run), and hands the others of the same answer to other workers.
         self.delegations: dict[str, DelegationTool] = {}
+        # The delegation calls no model made (a plain request routed to its member), by call id, with why.
+        self.routed: dict[str, str] = {str(step.call_id): str((step.result or {})["routed"]) for step in steps
+                                       if step.kind == Kind.TOOL_CALL and (step.result or {}).get("routed")}
         self.work_on_member, self.enqueue = work_on_member, enqueue
         # The planning tool, when the run's settings offer it (assistant/plans/).
         self.planner: PlanTool | None = None
@@ -232,6 +237,15 @@ class Turn:
                     if not self._work_through(pending):
                         return  # paused for the person's answer, or for the members it asked
                     continue
+                handed = handed_over_answer(self.steps)
+                if handed is not None:
+                    self.check_cancel()
+                    self._succeed(handed.reply, handed)  # the member's answer is the reply: no model call
+                    return
+                if not self.steps and (routed := self._plain_route()) is not None:
+                    if not self._work_through([routed]):
+                        return
+                    continue
                 if preamble is None:  # not before it is needed: a run woken by its members may not get here
                     preamble = self._preamble()
                 response = self._model_call(preamble + self._transcript())
@@ -282,7 +296,9 @@ class Turn:
             raise LeaseLost()
         delta = clean_text(delta)
         self._streamed.append(delta)
-        publish_to_user(self.run.owner_id, run_event(event_names.TEXT_DELTA, self.run, delta=delta))
+        # A member whose answer is the reply (a handoff) writes to the person: the panel streams it as the reply.
+        to_person = {"answers_person": True} if self.config.get("answers_person") else {}
+        publish_to_user(self.run.owner_id, run_event(event_names.TEXT_DELTA, self.run, delta=delta, **to_person))
         self.check_cancel()
         self.limits.check_wall_time()
 
@@ -377,6 +393,9 @@ class Turn:
                 calls = [ToolCall.from_dict(call) for call in result["tool_calls"]]
                 messages.append(Message.assistant(result.get("text", ""), calls))
             elif step.kind == Kind.TOOL_CALL and step.state == State.FINISHED:
+                if step.call_id in self.routed:
+                    # No model asked for it: said as the call the model would have made, so its result answers one.
+                    messages.append(Message.assistant("", [ToolCall(step.call_id, step.tool_name, step.arguments)]))
                 messages.append(Message.tool(step.call_id, json.dumps(result, default=str)))
         return messages
 
@@ -431,8 +450,12 @@ class Turn:
         A call is known by the id its model step recorded, unique within the run, never by the
         provider's id: two calls of one answer are two steps, whatever ids the model gave them."""
         last = next((s for s in reversed(self.steps) if s.kind == Kind.MODEL_CALL and s.state == State.FINISHED), None)
-        calls = (last.result or {}).get("tool_calls") if last is not None else None
-        if last is None or not calls:
+        if last is None:
+            # A request routed to its member (no model call yet) waits on its step as a model's call would.
+            return [PendingCall(ToolCall(step.call_id, step.tool_name, step.arguments), step, None)
+                    for step in self.steps if step.call_id in self.routed and step.state != State.FINISHED]
+        calls = (last.result or {}).get("tool_calls")
+        if not calls:
             return []
         after = {step.call_id: step for step in self.steps if step.seq > last.seq and step.kind == Kind.TOOL_CALL}
         pending = []
@@ -467,20 +490,41 @@ class Turn:
         if not seat.delegates:
             return []
         path = run_path(self.run)[:-1] if self.run.parent_id is not None else []
-        return delegation_tools(owner=self.user, asking=seat, path=path, depth=self.run.depth)
+        return delegation_tools(owner=self.user, asking=seat, path=path, depth=self.run.depth,
+                                hands_over=run_setting(self.run, "HANDOFF") == "auto")
+
+    def _plain_route(self) -> PendingCall | None:
+        """The request as a call of its member's delegation tool, when it plainly belongs to one member
+        (assistant/society/routing.py); None when the model is to decide."""
+        if not self.delegations or run_setting(self.run, "ROUTING") != "auto":
+            return None
+        asked_a_question = len(self.history) > 1 and self.history[-2].role == AgentMessage.Role.ASSISTANT and \
+            self.history[-2].content.rstrip().endswith("?")
+        request = self.run.task if self.is_member else (self.history[-1].content if self.history else "")
+        if len(request) > TASK_MAX_CHARS:
+            return None  # more than a member's task may hold: the model says it shorter
+        route = plain_route(owner=self.user, asking=member(str(self.config.get("spec") or self.run.spec)),
+                            request=request, offered=list(self.delegations.values()),
+                            asked_a_question=asked_a_question)
+        if route is None:
+            return None
+        call = ToolCall(f"routed_{self.run.pk}", route.tool.name, {"task": request})
+        self.routed[call.id] = route.reason
+        return PendingCall(call, None, None)
 
     # --- finish ------------------------------------------------------------------------------
 
-    def _succeed(self, text: str) -> None:
+    def _succeed(self, text: str, handed: HandedOver | None = None) -> None:
+        """End the run with its answer: its model's, or (`handed`) the answer of the member it handed over to."""
         reply = text.strip() or "Done."
         read = self.others_text()  # on the row (the record, and whoever it answers) before the run ends
         # Ending the run files it in the owner's profile, in the same transaction (see run_finish).
         try:
             if self.is_member:
                 # A member answers the run that asked it, not the chat: its reply stays on its own row.
-                self.journal.answer(reply)
+                self.journal.answer(reply, handed)
                 return
-            self.journal.succeed(self.user, reply)
+            self.journal.succeed(self.user, reply, handed)
         except CancelledBeforeEnd:
             self._stop(self._stopped())
             return

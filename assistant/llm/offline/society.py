@@ -30,6 +30,8 @@ from .text import Request, action_of, quoted_parts, read_request, stem, stems
 #: (assistant/plans/offer.py), which a request of several tasks is planned with first, in the open.
 _ASK = "ask_"
 PLAN_TOOL = "assistant_plan"
+#: The delegation argument that keeps a member's answer for the asking model instead of handing the reply over.
+_RETURN_ANSWER = "return_answer"
 _ROLE = re.compile(r"“[^”]*”: (?P<role>.*?)\. It works with its own tools", re.DOTALL)
 _PARTS = re.compile(r"\s*(?:[,;]\s*(?:and\s+)?then\b|[,;]?\s+and\s+then\b|\bthen\b|[,;]?\s*after that\b|;)\s*",
                     re.IGNORECASE)
@@ -56,8 +58,13 @@ class Seat:
     actions: frozenset[str]
 
 
+def _parameters(tool: ToolSpec) -> Mapping[str, Any]:
+    properties = tool.parameters.get("properties")
+    return properties if isinstance(properties, Mapping) else {}
+
+
 def is_delegation(tool: ToolSpec) -> bool:
-    return tool.name.startswith(_ASK) and "task" in (tool.parameters.get("properties") or {})
+    return tool.name.startswith(_ASK) and "task" in _parameters(tool)
 
 
 def seat_of(tool: ToolSpec) -> Seat:
@@ -180,7 +187,10 @@ def delegate(text: str, made: Sequence[ToolCall], results: Mapping[str | None, s
             previous = next((call for call in made if call.name == seat.tool.name
                              and call.arguments.get("task") == task), None)
             if previous is None:
-                calls.append(ToolCall(f"call_offline_{next_id + len(calls)}", seat.tool.name, {"task": task}))
+                # A request of several parts is answered from all of them: each member's answer comes back here,
+                # where the tool lets it (a member asked alone for the whole request answers the person itself).
+                back = {_RETURN_ANSWER: True} if len(routed) > 1 and _RETURN_ANSWER in _parameters(seat.tool) else {}
+                calls.append(ToolCall(f"call_offline_{next_id + len(calls)}", seat.tool.name, {"task": task, **back}))
             elif previous.id not in results:
                 waiting = True
             else:
