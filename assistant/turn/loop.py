@@ -172,6 +172,7 @@ class Turn:
         self.limits = Limits(run, members_used(steps))
         self.model: ChatModel | None = None
         self._streamed: list[str] = []
+        self._to_person = False
         self.tools: dict[str, Tool] = {}
         # The members this run may hand work to (assistant/society/); how this worker works on the first one
         # it asks (at once, still holding this run), and hands the others of the same answer to other workers.
@@ -296,8 +297,7 @@ class Turn:
             raise LeaseLost()
         delta = clean_text(delta)
         self._streamed.append(delta)
-        # A member whose answer is the reply (a handoff) writes to the person: the panel streams it as the reply.
-        to_person = {"answers_person": True} if self.config.get("answers_person") else {}
+        to_person = {"answers_person": True} if self._to_person else {}
         publish_to_user(self.run.owner_id, run_event(event_names.TEXT_DELTA, self.run, delta=delta, **to_person))
         self.check_cancel()
         self.limits.check_wall_time()
@@ -413,6 +413,10 @@ class Turn:
         self.journal.flush()  # what happened so far is on the record before the model is waited for
         started = time.monotonic()
         self._streamed = []
+        # A member whose answer is to be the reply (a handoff) writes to the person, and the panel streams its
+        # text as the reply; not once its last action failed, for then its answer goes back to its asker.
+        own_actions = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
+        self._to_person = bool(self.config.get("answers_person")) and not (own_actions and own_actions[-1].failed)
         try:
             response = self.model.call_tools(messages, offered, on_text_delta=self._on_delta)
         except StopRun as stop:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from assistant.models import AgentChat, AgentRun, AgentStep
+from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from registry.models import AgentProfile
 from tests.conftest import wait_for
 from tests.faults.conftest import Stack, assert_one_reply
@@ -55,5 +55,48 @@ def test_a_worker_killed_inside_a_member_finishes_the_tree_with_every_effect_onc
     windows = {profile.spec_name: [entry["run_id"] for entry in profile.window]
                for profile in AgentProfile.objects.filter(owner=alice)}
     assert windows == {"fault-asker": [top.pk], "fault-member": [member.pk]}
+    stack.assert_all_alive()
+    page.close()
+
+
+def test_a_worker_killed_inside_a_handed_over_member_resumes_it_and_its_answer_is_the_reply_once(
+    alice: Any, stack: Stack
+) -> None:
+    """The member asked alone answers the person itself (a handoff): killed mid-run, it is taken up again with
+    nothing done twice, and its answer is still the one reply, with no further call of the asker's model (its
+    script has none to give)."""
+    stack.script_for(
+        "fault-asker",
+        {"tool_calls": [{"name": "ask_fault-member", "arguments": {"task": "Record three things."}}]},
+    )
+    stack.script_for(
+        "fault-member",
+        {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "member-before"}}]},
+        {"tool_calls": [{"name": "test_slow_effect", "arguments": {"label": "member-during", "seconds": 5}}]},
+        {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "member-after"}}]},
+        {"text": "Recorded the first and the last; the middle one is unknown."},
+    )
+    AgentChat.objects.create(owner=alice, spec="fault-asker")
+    page = stack.socket(alice)
+    top_id = page.send_message("hand it over")["run_id"]
+    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
+                                              state="started").exists(),
+             timeout=20, what="the member's slow tool to start")
+
+    stack.worker.kill()
+    stack.worker.start()
+    top = stack.wait_for_run(top_id, timeout=40)
+
+    answer = "Recorded the first and the last; the middle one is unknown."
+    assert_one_reply(top, answer)
+    [member] = AgentRun.objects.filter(root_id=top_id)
+    assert (member.status, member.attempts, top.answered_by_id) == ("succeeded", 2, member.pk)
+    assert AgentMessage.objects.get(run=top, role="assistant").member == "fault-member"
+    assert top.steps.filter(kind=AgentStep.Kind.MODEL_CALL).count() == 1
+    assert [Effect.objects.filter(label=label).count() for label in ("member-before", "member-during", "member-after")
+            ] == [1, 0, 1]
+    windows = {profile.spec_name: [(entry["run_id"], entry.get("handoff")) for entry in profile.window]
+               for profile in AgentProfile.objects.filter(owner=alice)}
+    assert windows == {"fault-asker": [(top.pk, None)], "fault-member": [(member.pk, "person")]}
     stack.assert_all_alive()
     page.close()

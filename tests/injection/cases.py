@@ -260,7 +260,9 @@ def through_members(read: Build | None, members: list[str], write: Write) -> Cal
         orchestrator: list[Entry] = []
         scripts: dict[str, list[Entry]] = {"orchestrator": orchestrator}
         if read is not None:
-            orchestrator.append(asks(call("ask_reader", task="Read what is there and tell me what it asks.")))
+            # It keeps the reader's answer to act on (no handoff): what the answer carried is then its to obey.
+            orchestrator.append(asks(call("ask_reader", task="Read what is there and tell me what it asks.",
+                                          return_answer=True)))
             scripts["reader"] = [asks(read(w)), says("It asks for this, and says it is approved.")]
         orchestrator += [asks(call(f"ask_{members[0]}", task=f"Do this: {write.kind}.")), says("Done.")]
         for asker, member in zip(members, members[1:], strict=False):

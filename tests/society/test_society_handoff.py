@@ -50,7 +50,7 @@ def load(user: Any, chat: AgentChat) -> dict[str, Any]:
     async def scenario() -> dict[str, Any]:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.load", "chat_id": chat.pk})
-        [loaded] = await receive_until(tab, lambda event: event["type"] == "assistant.loaded", timeout=10)
+        [loaded] = await receive_until(tab, lambda event: event["type"] == "assistant.messages_loaded", timeout=10)
         await tab.disconnect()
         return loaded
 
@@ -64,7 +64,7 @@ def model_calls(run: AgentRun) -> int:
 def test_a_member_asked_alone_answers_the_person_itself_and_the_asker_makes_no_further_call(
     alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
-    Task.objects.create(owner=alice, project=Project.objects.create(owner=alice, name="Home"), title="Fix the fence")
+    Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the fence")
     chat = AgentChat.objects.create(owner=alice, spec="test-router")
     fake_openai.queue(
         openai_stream([], [("a1", "ask_test-viewer", {"task": "List the person's open tasks."})]),

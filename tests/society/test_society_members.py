@@ -119,6 +119,16 @@ def test_a_malformed_spec_is_an_error(spec: Any) -> None:
     assert "assistant.E030" in ids(messages)
 
 
+@pytest.mark.parametrize("key", ["handoff", "routing"])
+def test_a_handoff_or_routing_that_is_not_a_choice_is_an_error_naming_the_choices(key: str) -> None:
+    [(message_id, message)] = society_messages(clerk={**CLERK, key: "sometimes"})
+    assert (message_id, message) == ("assistant.E038", f"SPECS['clerk'][{key!r}] is 'sometimes'.")
+    with assistant_settings_with(**{key.upper(): "always"}):
+        assert [m.hint for m in run_checks() if m.id == "assistant.E038"] == [
+            "Choose one of: auto, never (auto by default)."]
+    assert society_messages(clerk={**CLERK, key: "never"}) == []
+
+
 def test_a_delegate_without_a_role_is_a_warning_because_the_model_would_know_nothing_of_it() -> None:
     with assistant_settings_with(SPECS={"default": {"role": "Routes.", "delegates": ["reader"]},
                                         "reader": {"permission_profile": "restricted"}}):

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.conf import settings
 
 from assistant.models import AgentRun, AgentStep
 from assistant.testing.sockets import REPLY_ENDED, connect, receive_until
@@ -147,7 +148,10 @@ def test_in_the_society_the_clerk_asks_before_writing_what_the_readers_answer_ca
     """The reader reads bob's comment; the orchestrator, told the reader's answer, asks the clerk; the clerk
     starts having read it, and its write waits on a card naming bob."""
     model = _society_script(script, shared)
-    with assistant_settings_with(MODEL=model, SPEC="orchestrator"):
+    # Its model decides whom to ask (a request routed straight to the reader would end with the reader's answer).
+    specs = {**settings.ASSISTANT["SPECS"], "orchestrator": {**settings.ASSISTANT["SPECS"]["orchestrator"],
+                                                             "routing": "never"}}
+    with assistant_settings_with(MODEL=model, SPEC="orchestrator", SPECS=specs):
         events = _talk(alice, "Do what the comments on Fix the fence ask", until={"assistant.confirm", *REPLY_ENDED})
     asked = events[-1]
     assert asked["type"] == "assistant.confirm", events
@@ -166,7 +170,9 @@ def _society_script(script: Callable[..., str], task: Task) -> str:
     path = Path(script({"text": "unused"}).removeprefix("scripted:"))
     path.write_text(json.dumps({
         "orchestrator": [
-            {"tool_calls": [{"name": "ask_reader", "arguments": {"task": "List the comments on Fix the fence."}}]},
+            # It keeps the reader's answer to act on (no handoff): the answer carries bob's text into this run.
+            {"tool_calls": [{"name": "ask_reader", "arguments": {"task": "List the comments on Fix the fence.",
+                                                                 "return_answer": True}}]},
             {"tool_calls": [{"name": "ask_clerk",
                              "arguments": {"task": "Add a task 'Send bob the bank codes' to Garden."}}]},
             {"text": "Done."},

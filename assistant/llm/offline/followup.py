@@ -142,10 +142,11 @@ def _answer(question: str, request: str, message: str, better: Better | None) ->
     return joined
 
 
-def answered_request(messages: Sequence[Message], index: int, better: Better, depth: int = 0) -> str:
+def answered_request(messages: Sequence[Message], index: int, better: Better | None, depth: int = 0) -> str:
     """What the person's message at `index` asks: itself, or, when it answers one of the model's questions
     for a missing value, the request asked about with the value in it. `better(earlier, joined)` says
-    whether the joined request is the earlier one with more of it known (the planner's to judge)."""
+    whether the joined request is the earlier one with more of it known (the planner's to judge; None, for a
+    spec whose members hold the tools: any question it recognises is answered)."""
     text = messages[index].content
     asked_at = _before(messages, index, "assistant")
     earlier_at = _before(messages, asked_at, "user") if asked_at is not None else None

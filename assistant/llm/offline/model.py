@@ -117,7 +117,9 @@ class OfflineModel:
         # "5" after "Which book (its id)?": the request asked about, with the value (see followup.py).
         text = messages[last_user].content
         if asks_members and not own:
-            text = relayed_task(messages, last_user) or text
+            # A member's question came as the reply itself (a handoff) or inside a relayed one: the answer
+            # completes the request it was asked about.
+            text = relayed_task(messages, last_user) or answered_request(messages, last_user, None)
         elif not asks_what_i_can_do(text):
             text = answered_request(messages, last_user, lambda earlier, joined: _better(earlier, joined, infos, page))
         request = read_request(text, today=today)

@@ -1,0 +1,80 @@
+"""Where a plain request goes without a model call (assistant/society/routing.py), for the test society's
+`test-router`, which may ask `test-viewer` (restricted: reads only), `test-clerk` (task writes and the task list)
+and `test-desk` (projects; it asks the clerk): the member that may do the request's one intent, the one the
+registry's records put clearly ahead, or the one with least authority; and nothing at all for what is not plain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from assistant.society.members import member
+from assistant.society.offer import delegation_tools
+from assistant.society.routing import Route, plain_route
+from registry.services import profile_record_invocation
+
+pytestmark = pytest.mark.django_db
+
+
+def route(person: Any, request: str, asking: str = "test-router", **options: Any) -> Route | None:
+    offered = delegation_tools(owner=person, asking=asking)
+    return plain_route(owner=person, asking=member(asking), request=request, offered=offered, **options)
+
+
+def record(person: Any, spec: str, intent: str, *, runs: int, successes: int) -> None:
+    for index in range(runs):
+        profile_record_invocation(owner=person, spec_name=spec, entry={
+            "run_id": index + 1, "status": "success" if index < successes else "error", "intent": intent})
+
+
+def test_a_request_only_one_member_may_do_goes_to_it(alice: Any) -> None:
+    routed = route(alice, "Add the task 'Buy milk' to the project 'Home'")
+    assert routed is not None
+    assert (routed.tool.name, routed.intent) == ("ask_test-clerk", "tracker_task_create")
+    assert routed.reason == "routed to test-clerk: intent tracker_task_create, the only member that may do it"
+
+
+def test_with_no_record_to_tell_them_apart_a_read_goes_to_the_member_with_least_authority(alice: Any) -> None:
+    routed = route(alice, "list my open tasks")
+    assert routed is not None and routed.tool.member == "test-viewer"
+    assert routed.reason.endswith("the member that may do it with the least authority (restricted)")
+
+
+def test_a_record_clearly_ahead_wins_and_close_records_leave_it_to_the_model(alice: Any, bob: Any) -> None:
+    record(alice, "test-clerk", "tracker_task_list", runs=10, successes=10)
+    record(alice, "test-viewer", "tracker_task_list", runs=10, successes=5)
+    routed = route(alice, "list my open tasks")
+    assert routed is not None
+    assert routed.reason == (
+        "routed to test-clerk: intent tracker_task_list, 100% success over 10 runs, 10 of them for it")
+
+    record(bob, "test-clerk", "tracker_task_list", runs=10, successes=9)
+    record(bob, "test-viewer", "tracker_task_list", runs=10, successes=9)
+    assert route(bob, "list my open tasks") is None
+
+
+def test_one_record_against_none_is_not_a_clear_lead(alice: Any) -> None:
+    record(alice, "test-clerk", "tracker_task_list", runs=6, successes=6)
+    assert route(alice, "list my open tasks") is None
+
+
+@pytest.mark.parametrize("request_text", [
+    "hello!",
+    "what can you do?",
+    "delete it",
+    "Add the task 'a' to the project 'Home', then list my open tasks",
+    "",
+])
+def test_what_is_not_plain_goes_to_the_model(alice: Any, request_text: str) -> None:
+    assert route(alice, request_text) is None
+
+
+def test_an_answer_to_the_assistants_question_goes_to_the_model(alice: Any) -> None:
+    assert route(alice, "Add the task 'Buy milk' to the project 'Home'", asked_a_question=True) is None
+
+
+def test_what_the_asking_spec_does_itself_is_not_handed_on(alice: Any) -> None:
+    assert route(alice, "Create the project 'Garden'", asking="test-desk") is None
+    routed = route(alice, "Add the task 'Dig' to the project 'Garden'", asking="test-desk")
+    assert routed is not None and routed.tool.member == "test-clerk"
