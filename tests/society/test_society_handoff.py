@@ -20,7 +20,7 @@ from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import REPLY_ENDED, connect, receive_until
 from registry.models import AgentProfile
-from tests.conftest import WorkerProcess, assistant_settings_with
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
@@ -235,3 +235,33 @@ def test_the_asking_model_may_keep_a_members_answer_and_a_spec_may_never_hand_ov
 
 def _specs() -> dict[str, Any]:
     return dict(settings.ASSISTANT["SPECS"])
+
+
+def test_stop_while_the_handed_over_member_writes_stops_the_tree_and_stores_no_reply(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    chat = AgentChat.objects.create(owner=alice, spec="test-router")
+    fake_openai.queue(
+        openai_stream([], [("v1", "tracker_task_list", {})]),
+        openai_stream([f"word{i} " for i in range(60)]),
+    )
+    fake_openai._replies[-1].sse_interval = 0.2  # the member writes to the person for 12 s
+    tab = connect(alice)
+
+    async def scenario() -> list[dict[str, Any]]:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "list my open tasks", "chat_id": chat.pk})
+        first = (await receive_until(tab, lambda e: e["type"] == "assistant.token" and e.get("answers_person"),
+                                     timeout=30))[-1]
+        await tab.send_json_to({"type": "assistant.cancel", "run_id": first["root_run_id"]})
+        events = await receive_until(tab, top_ended(), timeout=30)
+        await tab.disconnect()
+        return events
+
+    events = asyncio.run(scenario())
+    top = AgentRun.objects.get(pk=events[-1]["run_id"])
+    [viewer] = AgentRun.objects.filter(parent=top)
+    viewer = wait_for_run(viewer.pk, *AgentRun.ENDED_STATUSES)
+    assert (top.status, viewer.status, top.answered_by_id) == ("cancelled", "cancelled", None)
+    assert not AgentMessage.objects.filter(chat=chat, role="assistant").exists()
+    assert events[-1]["type"] == "assistant.cancelled"
