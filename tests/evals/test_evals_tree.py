@@ -114,3 +114,32 @@ def test_a_member_that_calls_other_arguments_fails_its_case_naming_the_deviation
     deviations = [item for grade in result.grades for item in grade["deviations"]]
     assert result.passed is False
     assert any("no recorded answer for tracker_task_create" in item and "Buy eggs" in item for item in deviations)
+
+
+def test_a_routed_and_handed_over_run_replays_the_same_way_with_no_call_of_the_askers_model(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    """`test-router` routes a plain request to the clerk with no model call, and the clerk's answer is the reply:
+    the replay routes it again, the clerk replays from its recording, and its answer is the replay's reply."""
+    home = Project.objects.create(owner=alice, name="Home")
+    clerk_replies = [openai_stream([], [("c1", "tracker_task_create", {"project": home.pk, "title": "Buy milk"})]),
+                     openai_stream(["Added Buy milk."])]
+    fake_openai.queue(*clerk_replies)
+    chat = AgentChat.objects.create(owner=alice, spec="test-router")
+    run = recorded_run(alice, "Add the task 'Buy milk' to the project 'Home'", "openai:fake-gpt", chat_id=chat.pk)
+    assert (run.reply, run.model_calls) == ("Added Buy milk.", 0)
+    case, _made = case_add(set_named("routed", create=True), run)
+    before, asked = site_data(), len(fake_openai.bodies)
+    fake_openai.queue(*clerk_replies)
+
+    eval_run = finished(eval_run_start(case.eval_set, [Candidate("same")]))
+
+    result = eval_run.results.get()
+    assert (result.status, result.passed) == (EvalResult.Status.GRADED, True)
+    replay = result.replay_run
+    member = member_of(replay)
+    assert (replay.reply, replay.answered_by_id, member.spec, member.channel) == (
+        "Added Buy milk.", member.pk, "test-clerk", "eval")
+    assert replay.steps.get(kind="tool_call").result["routed"].startswith("routed to test-clerk")
+    assert len(fake_openai.bodies) - asked == 2  # the clerk's two calls: none of the router's
+    assert site_data() == before
