@@ -40,7 +40,7 @@ from django.db import close_old_connections, connections, transaction
 from assistant.access.authority import SentFrom
 from assistant.agui.models import AguiRun
 from assistant.agui.translate.interrupts import waiting_steps
-from assistant.agui.translate.wire import as_json, call_id, msg_id, result_id, subagent_id
+from assistant.agui.translate.wire import as_json, call_id, is_said_by, msg_id, result_id, subagent_id
 from assistant.conversation import services
 from assistant.conversation.services import Refused
 from assistant.live import selectors
@@ -366,7 +366,7 @@ def messages_snapshot(user: Any, chat: AgentChat) -> list[Any]:
                                    content=message.content))
             if message.run_id in runs:
                 walk(message.run_id)
-        elif message.content and message.content != last_text.get(message.run_id or 0):
+        elif message.content and not is_said_by(message.content, last_text.get(message.run_id or 0, "")):
             out.append(AssistantMessage(id=f"reply-{message.pk}", content=message.content))
     return out
 

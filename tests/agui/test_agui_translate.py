@@ -162,3 +162,14 @@ def test_a_failed_or_stopped_run_ends_as_the_protocol_says() -> None:
         "max_model_calls", "The assistant stopped.")
     assert kinds(stopped) == ["RUN_FINISHED"] and stopped[0].outcome.type == "cancelled"
     assert stopped[0].metadata["stopReason"] == "superseded"
+
+
+def test_a_reply_that_is_its_last_texts_words_with_spaces_around_them_is_not_said_again() -> None:
+    """A run ends with its last text stripped: the client holds those words already, and reads them once."""
+    translator = Translator(thread_id="t", run_id="r", top=TOP)
+
+    events = translator.rows(state(run(status="succeeded", steps=[step(1, "model_call", text="All done.\n")]),
+                                   reply="All done."))
+
+    assert [(event.message_id, event.delta) for event in events if event.type == EventType.TEXT_MESSAGE_CONTENT] == [
+        ("msg-1-1", "All done.\n")]

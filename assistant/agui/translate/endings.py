@@ -19,7 +19,7 @@ from ag_ui.core import (
 )
 
 from assistant.agui.translate.text import TextMessages
-from assistant.agui.translate.wire import subagent_id
+from assistant.agui.translate.wire import is_said_by, subagent_id
 
 
 class SnapshotHere:
@@ -65,7 +65,7 @@ class Endings(TextMessages):
     def _answered(self, reply: dict[str, Any] | None) -> list[Any]:
         events: list[Any] = []
         text = reply["content"] if reply else ""
-        if text and text != self._last_model_text.get(self.top, ""):
+        if text and not is_said_by(text, self._last_model_text.get(self.top, "")):
             # The reply is not the last model call's text (a limit's or a fallback's words): said as its own message.
             wire = f"reply-{reply['id']}" if reply else "reply"
             events += [TextMessageStartEvent(message_id=wire, role="assistant"),
