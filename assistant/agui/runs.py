@@ -40,7 +40,7 @@ from django.db import close_old_connections, connections, transaction
 from assistant.access.authority import SentFrom
 from assistant.agui.models import AguiRun
 from assistant.agui.translate.interrupts import waiting_steps
-from assistant.agui.translate.wire import as_json, call_id, msg_id, result_id, subagent_id
+from assistant.agui.translate.wire import as_json, call_id, is_said_by, msg_id, result_id, subagent_id
 from assistant.conversation import services
 from assistant.conversation.services import Refused
 from assistant.live import selectors
@@ -289,10 +289,10 @@ def _attach(user: Any, chat: AgentChat, top: int) -> Begun:
 
 
 def tree_state(user: Any, top_id: int) -> dict[str, Any]:
-    """The top run `top_id` and its members, each with its steps (payloads as the panel's events carry them),
-    the top run's reply, and the tools the waiting steps would run; `gone` when the run is not the person's
-    (any more: its chat was deleted). `event_seq` is the person's count read first: every event numbered up to
-    it is in these rows."""
+    """The top run `top_id` and its members, each with its steps (payloads as the panel's events carry them) and
+    the member's run that answered for it, if one did (`answered_by`); the top run's reply, and the tools the
+    waiting steps would run; `gone` when the run is not the person's (any more: its chat was deleted).
+    `event_seq` is the person's count read first: every event numbered up to it is in these rows."""
     event_seq = current_event_seq(user.pk)
     top = AgentRun.objects.for_user(user).filter(pk=top_id).first()
     if top is None:
@@ -303,7 +303,7 @@ def tree_state(user: Any, top_id: int) -> dict[str, Any]:
         steps[step.run_id].append(step_payload(step))
     reply = (AgentMessage.objects.filter(run=top, role=AgentMessage.Role.ASSISTANT).select_related("run")
              .order_by("-created_at", "-id").first())
-    tree = [{**run_payload(run), "steps": steps[run.pk]} for run in runs]
+    tree = [{**run_payload(run), "answered_by": run.answered_by_id, "steps": steps[run.pk]} for run in runs]
     tools: dict[str, Any] = {}
     for _, waiting in waiting_steps(tree):
         definition = registry.get(waiting["tool_name"])
@@ -344,7 +344,7 @@ def messages_snapshot(user: Any, chat: AgentChat) -> list[Any]:
                 out.append(holders[model_seq])
             elif step.kind == AgentStep.Kind.TOOL_CALL:
                 holder = holders.get(model_seq)
-                if holder is None:  # a tool step no model call made (not in a chat of the person's own)
+                if holder is None:  # a tool step no model call made (a request routed to its member)
                     holder = holders[model_seq] = AssistantMessage(id=msg_id(run_id, model_seq), subagent_run_id=sub)
                     out.append(holder)
                 holder.tool_calls = [*(holder.tool_calls or []), ToolCall(
@@ -366,9 +366,19 @@ def messages_snapshot(user: Any, chat: AgentChat) -> list[Any]:
                                    content=message.content))
             if message.run_id in runs:
                 walk(message.run_id)
-        elif message.content and message.content != last_text.get(message.run_id or 0):
+        elif message.content and not is_said_by(message.content, last_text.get(_writer(message, runs), "")):
+            # A reply that is not already there as the text of the model call that wrote it (its run's, or the
+            # member's that answered for it): a limit's or a fallback's words.
             out.append(AssistantMessage(id=f"reply-{message.pk}", content=message.content))
     return out
+
+
+def _writer(message: AgentMessage, runs: dict[int, AgentRun]) -> int:
+    """The run whose model wrote a reply: its own run's, or the member's whose answer it is (a handoff)."""
+    run = runs.get(message.run_id or 0)
+    if run is None:
+        return message.run_id or 0
+    return run.answered_by_id or run.pk
 
 
 def release_connections() -> None:

@@ -8,9 +8,10 @@ and result (and step started/finished), the reply as a text message, and the app
 interrupt outcome; the resume runs the action once, a stale resume and another person's are refused changing
 nothing; a client that goes away mid-run gets the rest on a re-POST of the same runId, nothing said twice and
 nothing done twice, and the run never doubles; a member's run (a delegation) is the protocol's subagent events,
-its approval an interrupt attributed to it; bad input is a 4xx JSON answer or RUN_ERROR, never a 500 (fuzzed);
-the session needs its CSRF token, an access token works instead and a read-only one writes nothing; every run is
-the panel's record, with its steps, in the admin."""
+its approval an interrupt attributed to it; a member's answer that is the reply (asked alone, or a request routed to
+it with no model call) is one text message, the member's, in the stream and in a reload; bad input is a 4xx JSON
+answer or RUN_ERROR, never a 500 (fuzzed); the session needs its CSRF token, an access token works instead and a
+read-only one writes nothing; every run is the panel's record, with its steps, in the admin."""
 
 from __future__ import annotations
 
@@ -561,6 +562,147 @@ def test_a_members_run_is_a_subagent_and_its_approval_an_interrupt_attributed_to
     assert not Task.objects.filter(pk=chore.pk).exists()
     top = AgentRun.objects.get(parent__isnull=True)
     assert (top.status, top.client_name, top.client_token_id) == ("succeeded", "Copilot", made.token.pk)
+
+
+# --- a member answering the person (a handoff) ------------------------------------------------------------
+#
+# `test-desk` (projects) hands task work to `test-clerk`, and lets a member it asks alone answer the person itself
+# (tests/settings.py); both models are the fake provider's. A token acts as the desk: a thread's assistant is its
+# token's.
+
+
+def model_calls(run: AgentRun) -> int:
+    return run.steps.filter(kind=AgentStep.Kind.MODEL_CALL).count()
+
+
+def said_once(stream: Stream, answer: str) -> Any:
+    """The one text message of the stream, which carries `answer` whole: started, said and ended once."""
+    [start] = stream.of(EventType.TEXT_MESSAGE_START)
+    [end] = stream.of(EventType.TEXT_MESSAGE_END)
+    assert end.message_id == start.message_id and text_of(stream) == answer
+    texts_as_recorded(stream)
+    return start
+
+
+def reloaded_answers(port: int, thread: str, message: UserMessage, secret: str, answer: str) -> list[tuple[str, Any]]:
+    """The thread reloaded (no new message): each message of its snapshot that carries `answer`, with the subagent
+    it is attributed to."""
+    reload = post(port, run_input(thread, f"{thread}-reload", message), bearer(secret))
+    verified(reload.events)
+    [snapshot] = reload.of(EventType.MESSAGES_SNAPSHOT)
+    return [(each.id, each.subagent_run_id) for each in snapshot.messages
+            if isinstance(each, AssistantMessage) and each.content == answer]
+
+
+def test_a_member_asked_alone_answers_once_as_its_own_text_with_its_steps_as_a_subagents(
+    port: int, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, alice: Any
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    Task.objects.create(project=home, title="Fix the fence", created_by=alice)
+    made = token_create(owner=alice, name="Copilot", spec="test-desk")
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "List the person's open tasks."})]),
+        openai_stream([], [("k1", "tracker_task_list", {})]),
+        openai_stream(["You have one open task: ", "Fix the fence."]),
+    )
+    # Two questions in one: no one tool plainly fits it, so the desk's model decides, and asks the clerk alone.
+    asked = said("What's left for me to do this week, and is anything overdue?", "u-hand")
+
+    stream = post(port, run_input("t-hand", "r-1", asked), bearer(made.secret))
+
+    verified(stream.events)
+    top = AgentRun.objects.get(parent__isnull=True)
+    clerk = AgentRun.objects.get(parent=top)
+    answer = "You have one open task: Fix the fence."
+    assert (top.reply, top.answered_by_id, model_calls(top), model_calls(clerk)) == (answer, clerk.pk, 1, 2)
+    # The answer is said once: as the clerk's text, attributed to it, and not again as the desk's reply.
+    [member] = stream.of(EventType.SUBAGENT_STARTED)
+    assert said_once(stream, answer).subagent_run_id == member.subagent_run_id == f"run-{clerk.pk}"
+    # The clerk is a subagent asked by the desk's call, its own call a step of its own, attributed to it.
+    calls = {event.tool_call_name: event for event in stream.of(EventType.TOOL_CALL_START)}
+    assert (member.name, member.parent_tool_call_id) == ("test-clerk", calls["ask_test-clerk"].tool_call_id)
+    assert calls["ask_test-clerk"].subagent_run_id is None
+    assert calls["tracker_task_list"].subagent_run_id == member.subagent_run_id
+    assert {(event.step_name, event.subagent_run_id) for event in stream.of(EventType.STEP_STARTED)} == {
+        ("tracker_task_list #2", member.subagent_run_id), ("ask_test-clerk #2", None)}
+    outcomes = results(stream)
+    assert [row["title"] for row in outcomes[calls["tracker_task_list"].tool_call_id]["data"]["results"]] == [
+        "Fix the fence"]
+    assert outcomes[calls["ask_test-clerk"].tool_call_id]["hands_over"] is True
+    [done] = stream.of(EventType.SUBAGENT_FINISHED)
+    assert (done.outcome.type, done.result) == ("success", answer)
+    end = succeeded(stream)
+    assert end.result == {"reply": answer}
+    assert (end.metadata["answeredBy"], end.metadata["member"]) == (member.subagent_run_id, "test-clerk")
+    # A reload shows the answer once too: the clerk's message, under the id the stream gave it.
+    assert reloaded_answers(port, "t-hand", asked, made.secret, answer) == [
+        (said_once(stream, answer).message_id, member.subagent_run_id)]
+
+
+def test_a_request_routed_to_its_member_with_no_model_call_answers_once(
+    port: int, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, alice: Any
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    made = token_create(owner=alice, name="Copilot", spec="test-desk")
+    fake_openai.queue(
+        openai_stream([], [("c1", "tracker_task_create", {"project": home.pk, "title": "Buy milk"})]),
+        openai_stream(["Added “Buy milk” to Home."]),
+    )
+    asked = said("Add the task 'Buy milk' to the project 'Home'", "u-route")
+
+    stream = post(port, run_input("t-route", "r-1", asked), bearer(made.secret))
+
+    verified(stream.events)
+    top = AgentRun.objects.get(parent__isnull=True)
+    clerk = AgentRun.objects.get(parent=top)
+    answer = "Added “Buy milk” to Home."
+    # Only the clerk's model was asked; the desk handed the request over as it came.
+    assert (model_calls(top), model_calls(clerk), len(fake_openai.bodies)) == (0, 2, 2)
+    assert (top.reply, top.answered_by_id) == (answer, clerk.pk)
+    [member] = stream.of(EventType.SUBAGENT_STARTED)
+    assert said_once(stream, answer).subagent_run_id == member.subagent_run_id == f"run-{clerk.pk}"
+    calls = {event.tool_call_name: event for event in stream.of(EventType.TOOL_CALL_START)}
+    routed = calls["ask_test-clerk"]
+    # The routing is the desk's own call, on no message of its model's (there was none), and its result says why.
+    assert (routed.subagent_run_id, routed.parent_message_id) == (None, None)
+    assert json.loads(stream.of(EventType.TOOL_CALL_ARGS)[0].delta) == {"task": asked.content}
+    assert results(stream)[routed.tool_call_id]["routed"] == (
+        "routed to test-clerk: intent tracker_task_create, the only member that may do it")
+    assert member.parent_tool_call_id == routed.tool_call_id
+    assert calls["tracker_task_create"].subagent_run_id == member.subagent_run_id
+    assert results(stream)[calls["tracker_task_create"].tool_call_id]["took_effect"] is True
+    assert succeeded(stream).metadata["answeredBy"] == member.subagent_run_id
+    assert Task.objects.filter(project=home, title="Buy milk").count() == 1
+    assert reloaded_answers(port, "t-route", asked, made.secret, answer) == [
+        (said_once(stream, answer).message_id, member.subagent_run_id)]
+
+
+def test_a_member_answering_the_person_after_an_approval_answers_once_in_the_resumed_run(
+    port: int, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, alice: Any
+) -> None:
+    chore = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Old chore",
+                                created_by=alice)
+    made = token_create(owner=alice, name="Copilot", spec="test-desk")
+    fake_openai.queue(openai_stream([], [("k1", "tracker_task_delete", {"pk": chore.pk})]))
+    asked = said("Delete the task 'Old chore'", "u-ask")
+
+    first = post(port, run_input("t-ask-first", "r-1", asked), bearer(made.secret))
+
+    verified(first.events)
+    [question] = interrupted(first)
+    [member] = first.of(EventType.SUBAGENT_STARTED)
+    assert question.subagent_run_id == member.subagent_run_id and not first.of(EventType.TEXT_MESSAGE_START)
+
+    fake_openai.queue(openai_stream(["Deleted “Old chore”."]))
+    answered = post(port, resume("t-ask-first", "r-2", question.id), bearer(made.secret))
+
+    verified(answered.events)
+    answer = "Deleted “Old chore”."
+    assert said_once(answered, answer).subagent_run_id == member.subagent_run_id
+    assert succeeded(answered).result == {"reply": answer}
+    assert not Task.objects.filter(pk=chore.pk).exists()
+    top = AgentRun.objects.get(parent__isnull=True)
+    assert (top.reply, top.answered_by_id, model_calls(top)) == (answer, AgentRun.objects.get(parent=top).pk, 0)
 
 
 # --- who may ask ---------------------------------------------------------------------------------------

@@ -162,3 +162,105 @@ def test_a_failed_or_stopped_run_ends_as_the_protocol_says() -> None:
         "max_model_calls", "The assistant stopped.")
     assert kinds(stopped) == ["RUN_FINISHED"] and stopped[0].outcome.type == "cancelled"
     assert stopped[0].metadata["stopReason"] == "superseded"
+
+
+def test_a_reply_that_is_its_last_texts_words_with_spaces_around_them_is_not_said_again() -> None:
+    """A run ends with its last text stripped: the client holds those words already, and reads them once."""
+    translator = Translator(thread_id="t", run_id="r", top=TOP)
+
+    events = translator.rows(state(run(status="succeeded", steps=[step(1, "model_call", text="All done.\n")]),
+                                   reply="All done."))
+
+    assert [(event.message_id, event.delta) for event in events if event.type == EventType.TEXT_MESSAGE_CONTENT] == [
+        ("msg-1-1", "All done.\n")]
+
+
+def handed_over_tree(*, top_steps: list[dict[str, Any]], member_text: str, answered_by: int | None = 2,
+                     reply: str | None = None) -> dict[str, Any]:
+    """A top run whose reply is the answer of its member (run 2, the clerk), which listed the tasks and then said
+    `member_text`: a handoff, as the rows record it once the tree has finished."""
+    answer = reply if reply is not None else member_text
+    member = run(2, "succeeded", [step(1, "model_call", run=2), step(2, run=2, tool="tracker_task_list"),
+                                  step(3, "model_call", run=2, text=member_text)],
+                 reply=answer, member="clerk", parent_run_id=TOP, asked_in=100 + top_steps[-1]["seq"],
+                 task="List the tasks.")
+    tree = state(run(status="succeeded", steps=top_steps, answered_by=answered_by), member, reply=answer)
+    tree["reply"]["member"] = "clerk"
+    return tree
+
+
+def asks_clerk(seq: int, **result: Any) -> dict[str, Any]:
+    return step(seq, tool="ask_clerk", result={"status": "answered", "member": "clerk", "child_run_id": 2,
+                                               "answer": "Two tasks.", "hands_over": True, **result})
+
+
+def said_texts(events: list[Any]) -> list[tuple[str, str | None, str]]:
+    """Each text message said: its id, the subagent it is attributed to, and its whole text."""
+    texts: dict[str, list[Any]] = {}
+    for event in events:
+        if event.type == EventType.TEXT_MESSAGE_START:
+            texts[event.message_id] = [event.subagent_run_id, ""]
+        elif event.type == EventType.TEXT_MESSAGE_CONTENT:
+            texts[event.message_id][1] += event.delta
+    return [(wire, by, text) for wire, (by, text) in texts.items()]
+
+
+def test_a_handed_over_answer_is_said_once_as_the_members_text_and_the_end_names_who_wrote_it() -> None:
+    """The model asked the clerk alone, and the clerk's answer is the reply: the client holds it as the clerk's
+    text, so the reply is not said again as a message of its own."""
+    translator = Translator(thread_id="t", run_id="r", top=TOP)
+
+    events = translator.rows(handed_over_tree(top_steps=[step(1, "model_call"), asks_clerk(2)],
+                                              member_text="Two tasks."))
+
+    assert said_texts(events) == [("msg-2-3", "run-2", "Two tasks.")]
+    assert kinds(events) == [
+        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "SUBAGENT_STARTED",
+        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "STEP_STARTED", "TOOL_CALL_RESULT", "STEP_FINISHED",
+        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "SUBAGENT_FINISHED",
+        "STEP_STARTED", "TOOL_CALL_RESULT", "STEP_FINISHED", "RUN_FINISHED"]
+    end = events[-1]
+    assert end.result == {"reply": "Two tasks."}
+    assert end.metadata == {"assistantRunId": TOP, "answeredBy": "run-2", "member": "clerk"}
+
+
+def test_a_handed_over_answer_streamed_by_the_member_is_not_said_again_when_the_run_ends() -> None:
+    translator = Translator(thread_id="t", run_id="r", top=TOP)
+    route = {"member": "clerk", "parent_run_id": TOP, "asked_in": 102, "answers_person": True}
+    tree = handed_over_tree(top_steps=[step(1, "model_call"), asks_clerk(2)], member_text="Two tasks.")
+    working = state(run(status="awaiting_members", steps=[step(1, "model_call"), {
+        **asks_clerk(2), "state": "started", "result": {"status": "asked", "member": "clerk", "child_run_id": 2,
+                                                        "hands_over": True}}]),
+        {**tree["runs"][1], "status": "running", "steps": tree["runs"][1]["steps"][:2]})
+
+    events = translator.rows(working)
+    events += translator.token(2, "Two ", route) + translator.token(2, "tasks.", route)
+    events += translator.rows(tree)
+
+    assert said_texts(events) == [("msg-2-3", "run-2", "Two tasks.")]
+    assert kinds(events)[-1] == "RUN_FINISHED" and not translator.owe_snapshot
+
+
+def test_a_routed_request_with_no_model_call_of_its_own_says_the_members_answer_once() -> None:
+    """A request routed to its member: the top run made no model call; its one step is the member's call."""
+    translator = Translator(thread_id="t", run_id="r", top=TOP)
+
+    events = translator.rows(handed_over_tree(
+        top_steps=[asks_clerk(1, routed="routed to clerk: intent tracker_task_list")], member_text="Two tasks."))
+
+    assert said_texts(events) == [("msg-2-3", "run-2", "Two tasks.")]
+    [ask] = [event for event in events
+             if event.type == EventType.TOOL_CALL_START and event.tool_call_name == "ask_clerk"]
+    assert ask.parent_message_id is None and ask.subagent_run_id is None
+
+
+def test_a_handed_over_reply_the_member_did_not_write_as_text_is_said_once_as_the_reply() -> None:
+    """The member's last call wrote no text (its reply is the fallback "Done."): the reply is said, once, as
+    the run's own message."""
+    translator = Translator(thread_id="t", run_id="r", top=TOP)
+
+    events = translator.rows(handed_over_tree(top_steps=[step(1, "model_call"), asks_clerk(2)], member_text="",
+                                              reply="Done."))
+
+    assert said_texts(events) == [("reply-9", None, "Done.")]
+

@@ -6,18 +6,21 @@ signed in as a person, through daphne and the real worker.
 What is held here: CopilotChat shows the reply of a read and of a write; an approval is CopilotKit's
 `useInterrupt` card, and its Approve runs the action once (its Deny runs nothing), the reply follows, and the
 person's next message is answered (CopilotKit resumes under the runId of the run that asked; read as a re-attach,
-that answered nothing and left CopilotKit refusing every message after). The page makes no request but to the
-site."""
+that answered nothing and left CopilotKit refusing every message after); a member's answer that is the reply (a
+handoff) is one answer bubble. The page makes no request but to the site."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
+from assistant.mcp.tokens import token_create
 from assistant.models import AgentRun, AgentStep
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from tests.browser.harness import BROWSER_MARKS, log_in, screenshot
 from tests.conftest import PROJECT_DIR
 from tracker.models import Project, Task
@@ -27,7 +30,9 @@ pytestmark = BROWSER_MARKS
 ASSETS = PROJECT_DIR / "tests" / "assets"
 PAGE_PATH = "/copilotkit-test/"
 # A host's page with CopilotKit's chat in it (the bundle's `CopilotKitPage.mount`: the provider with the agent,
-# CopilotChat, and the approval card of useInterrupt), talking to the endpoint with the session's CSRF token.
+# CopilotChat, and the approval card of useInterrupt), talking to the endpoint with HEADERS: the session's CSRF
+# token, or an access token.
+SESSION_HEADERS = '{"X-CSRFToken": csrf}'
 PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>CopilotKit</title>
 <link rel="stylesheet" href="/copilotkit-test/copilotkit.css">
@@ -36,17 +41,18 @@ PAGE = """<!doctype html>
 <script>
   const csrf = (document.cookie.match(/(?:^|; )csrftoken=([^;]*)/) || [])[1] || "";
   window.agent = CopilotKitPage.mount(document.getElementById("app"), {
-    url: "/assistant/ag-ui/", headers: {"X-CSRFToken": csrf}, threadId: "copilotkit-thread"});
+    url: "/assistant/ag-ui/", headers: HEADERS, threadId: "copilotkit-thread"});
 </script></body></html>"""
 ASSISTANT = ".copilotKitMessage.copilotKitAssistantMessage"
 CARD = ".approval-card"
 
 
 class CopilotPage:
-    """The page, what it asked of anyone but the site, and the errors it logged."""
+    """The page, what it asked of anyone but the site, and the errors it logged. `headers`: what its agent sends
+    with each request, as a JavaScript object (by default the session's CSRF token)."""
 
-    def __init__(self, page: Any, site_url: str) -> None:
-        self.page, self.site_url = page, site_url
+    def __init__(self, page: Any, site_url: str, headers: str = SESSION_HEADERS) -> None:
+        self.page, self.site_url, self.headers = page, site_url, headers
         self.elsewhere: list[str] = []
         self.errors: list[str] = []
 
@@ -58,7 +64,8 @@ class CopilotPage:
         # Routes run newest first: the page and its bundle are served here, the site by daphne, and anything
         # else is refused and noted (the test holds that there is nothing else).
         page.route("**/*", self._only_the_site)
-        page.route(self.site_url + PAGE_PATH, lambda route: route.fulfill(body=PAGE, content_type="text/html"))
+        page.route(self.site_url + PAGE_PATH, lambda route: route.fulfill(
+            body=PAGE.replace("HEADERS", self.headers), content_type="text/html"))
         page.route(self.site_url + PAGE_PATH + "copilotkit.js", lambda route: route.fulfill(
             path=str(ASSETS / "copilotkit.min.js"), content_type="text/javascript"))
         page.route(self.site_url + PAGE_PATH + "copilotkit.css", lambda route: route.fulfill(
@@ -81,6 +88,11 @@ class CopilotPage:
 
     def replied(self, text: str) -> None:
         expect(self.page.locator(ASSISTANT).filter(has_text=text)).to_have_count(1, timeout=30_000)
+
+    def run_ended(self) -> None:
+        """Wait until the agent's run has ended: whatever the stream says last has been shown."""
+        self.page.wait_for_function("() => window.agent.messages.length > 0 && !window.agent.isRunning",
+                                    timeout=30_000)
 
 
 @pytest.fixture
@@ -157,3 +169,32 @@ def test_copilotkits_approval_card_answers_the_interrupt_and_the_chat_goes_on(
     copilot.send("Anything else?")
     copilot.replied("Nothing else waits for you.")
     assert AgentRun.objects.count() == 2
+
+
+def test_copilotkit_shows_a_members_answer_to_the_person_as_one_reply(
+    page: Any, site_url: str, fake_openai: FakeOpenAIServer, alice: Any
+) -> None:
+    """The desk asks the clerk alone, and the clerk's answer is the reply (a handoff): CopilotKit shows it once,
+    as the clerk's text, and not again when the run ends."""
+    home = Project.objects.create(owner=alice, name="Home")
+    Task.objects.create(project=home, title="Fix the fence", created_by=alice)
+    made = token_create(owner=alice, name="CopilotKit", spec="test-desk")
+    copilot = CopilotPage(page, site_url, headers=json.dumps({"Authorization": f"Bearer {made.secret}"}))
+    copilot.open()
+    answer = "You have one open task: Fix the fence."
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "List the person's open tasks."})]),
+        openai_stream([], [("k1", "tracker_task_list", {})]),
+        openai_stream(["You have one open task: ", "Fix the fence."]),
+    )
+
+    # Two questions in one: the desk's model decides, and asks the clerk alone.
+    copilot.send("What's left for me to do this week, and is anything overdue?")
+
+    copilot.replied(answer)
+    copilot.run_ended()
+    expect(page.locator(ASSISTANT).filter(has_text=answer)).to_have_count(1)
+    top = AgentRun.objects.get(parent__isnull=True)
+    assert (top.status, top.reply, top.answered_by.spec) == ("succeeded", answer, "test-clerk")
+    screenshot(page, "copilotkit-handoff")
+    assert copilot.elsewhere == [] and copilot.errors == []

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from assistant.mcp.tokens import token_create, token_revoke
-from assistant.models import AgentRun, AgentStep
+from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.testing.sockets import connect, receive_until
 from assistant.tools import tools_for
 from tracker.models import Project
@@ -330,6 +330,33 @@ def test_each_call_is_a_run_of_channel_mcp_with_its_step_in_the_admin_and_its_pr
     # Filed once in the spec's profile of the person, as a panel run is.
     profile = AgentProfile.objects.get(owner=alice, spec_name="reader")
     assert profile.invocations == 1 and profile.tool_usage.get("tracker_project_list")
+
+
+def test_a_token_of_an_assistant_with_members_calls_its_own_tools_and_no_member_ever_answers(
+    port: int, alice: Any
+) -> None:
+    """Over MCP the person's own agent is the model: it calls the site's tools itself, a run of one step each, and
+    no turn of the site's models runs. So a spec's members are not offered (no `ask_<member>`), none is asked, and
+    the only reply is the call's own, once."""
+    Project.objects.create(owner=alice, name="Garden")
+    made = token_create(owner=alice, name="Claude", spec="test-desk")  # test-desk may ask test-clerk
+
+    offered = listed(port, made.secret)
+    with pytest.raises(MCPError) as member:
+        call(port, made.secret, "ask_test-clerk", {"task": "List my tasks."})
+    with pytest.raises(MCPError) as missing:
+        call(port, made.secret, "no_such_tool_at_all", {})
+    read = call(port, made.secret, "tracker_project_list", {})
+
+    assert set(offered) == {tool.name for tool in tools_for(alice, "test-desk")}
+    assert not any(name.startswith("ask_") for name in offered)
+    assert str(member.value).replace("ask_test-clerk", "X") == str(missing.value).replace("no_such_tool_at_all", "X")
+    assert not read.is_error
+    run = AgentRun.objects.get()
+    assert (run.channel, run.spec, run.model, run.answered_by_id) == ("mcp", "test-desk", "mcp-client", None)
+    assert not AgentRun.objects.filter(root=run).exists()
+    assert list(AgentMessage.objects.filter(run=run, role="assistant").values_list("content", flat=True)) == [
+        run.reply]
 
 
 def test_a_call_waiting_for_approval_ends_when_its_token_is_revoked_or_nobody_takes_it_up(

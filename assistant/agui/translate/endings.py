@@ -19,7 +19,7 @@ from ag_ui.core import (
 )
 
 from assistant.agui.translate.text import TextMessages
-from assistant.agui.translate.wire import subagent_id
+from assistant.agui.translate.wire import is_said_by, subagent_id
 
 
 class SnapshotHere:
@@ -62,14 +62,23 @@ class Endings(TextMessages):
         self.finished = True
         return events + terminal
 
-    def _answered(self, reply: dict[str, Any] | None) -> list[Any]:
+    def _answered(self, reply: dict[str, Any] | None, answered_by: int | None = None) -> list[Any]:
+        """The run's reply, then its end. The reply is said as a message of its own only when the client does
+        not hold it already as the text of the model call that wrote it: the top run's last, or, when a member
+        answered for it (a handoff; `answered_by`, the member's run that wrote the answer), that member's last,
+        said as the member's text and attributed to it. Either way the person reads it once."""
         events: list[Any] = []
         text = reply["content"] if reply else ""
-        if text and text != self._last_model_text.get(self.top, ""):
+        writer = answered_by or self.top
+        if text and not is_said_by(text, self._last_model_text.get(writer, "")):
             # The reply is not the last model call's text (a limit's or a fallback's words): said as its own message.
             wire = f"reply-{reply['id']}" if reply else "reply"
             events += [TextMessageStartEvent(message_id=wire, role="assistant"),
                        TextMessageContentEvent(message_id=wire, delta=text), TextMessageEndEvent(message_id=wire)]
+        metadata: dict[str, Any] = {"assistantRunId": self.top}
+        if answered_by is not None:
+            # Who wrote the reply, for a client that folds its members' work away: the answer is that subagent's.
+            metadata.update(answeredBy=subagent_id(answered_by), member=(reply or {}).get("member"))
         return self._end([*events, RunFinishedEvent(
             thread_id=self.thread_id, run_id=self.run_id, outcome=RunFinishedSuccessOutcome(),
-            result={"reply": text}, metadata={"assistantRunId": self.top})])
+            result={"reply": text}, metadata=metadata)])

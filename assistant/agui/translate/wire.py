@@ -33,6 +33,12 @@ def step_name(step: dict[str, Any]) -> str:
     return f"{step['tool_name'] or step['kind']} #{step['seq']}"
 
 
+def is_said_by(reply: str, model_text: str) -> bool:
+    """Whether a run's reply is the text of a model call, as the client holds it: a reply is that text with the
+    spaces around it taken off (the run ends with it stripped), which the person cannot tell apart."""
+    return bool(reply) and reply.strip() == model_text.strip()
+
+
 def as_json(value: Any) -> str:
     """A row's JSON as the wire carries it: within the panel's bounds (big integers as strings of digits)."""
     return json.dumps(bounded(value), ensure_ascii=False)
