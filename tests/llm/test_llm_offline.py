@@ -7,6 +7,7 @@ tracker tools and database lives with the run loop.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -419,3 +420,60 @@ def test_a_record_with_records_of_another_kind_in_it_is_split_for_any_app() -> N
     one = model.call_tools([Message.user("create an album Summer with the colour 'red'")], members)
     assert [c.name for c in one.tool_calls] == ["ask_curator"]
     assert one.tool_calls[0].arguments["task"] == "Create an album Summer with the colour 'red'."
+
+
+# A spec that only asks members: what is about the assistant itself needs no member.
+
+DEMO_MEMBERS = [
+    _member("reader", "Finds and lists projects, tasks and comments (reads only)."),
+    _member("clerk", "Adds, updates, completes and deletes tasks."),
+    _member("keeper", "Creates, renames, archives and deletes projects (a delete only with your approval)."),
+]
+MEMBER_LINE = re.compile(r"^- \*\*(?P<member>[\w-]+)\*\* — (?P<role>.+?)(?: — e\.g\. “(?P<example>[^”]+)”)?$",
+                         re.MULTILINE)
+
+
+def _roster(members: list[Tool]) -> dict[str, tuple[str, str | None]]:
+    """What a spec with only `members` says it can do: each member's role and example, by name."""
+    response = get_model("offline").call_tools([Message.user("what can you do?")], members)
+    assert response.tool_calls == ()
+    return {found["member"]: (found["role"], found["example"]) for found in MEMBER_LINE.finditer(response.text)}
+
+
+def _asked(text: str, members: list[Tool]) -> list[str]:
+    return [call.name for call in get_model("offline").call_tools([Message.user(text)], members).tool_calls]
+
+
+def test_a_spec_that_only_asks_members_says_itself_what_each_one_does() -> None:
+    response = get_model("offline").call_tools([Message.user("What can you do?")], DEMO_MEMBERS)
+
+    assert response.tool_calls == ()  # no member asked: their roles say it
+    assert response.text.startswith("Here is what I can do for you:")
+    assert response.text.endswith("Put your own values where an example has <angle brackets>.")
+    assert _roster(DEMO_MEMBERS) == {
+        "reader": ("finds and lists projects, tasks and comments (reads only)", "list my projects"),
+        "clerk": ("adds, updates, completes and deletes tasks", "add a task '<name>'"),
+        "keeper": ("creates, renames, archives and deletes projects (a delete only with your approval)",
+                   "create a project '<name>'"),
+    }
+
+
+def test_each_example_sent_back_goes_to_the_member_it_is_shown_for_in_any_app() -> None:
+    albums = [_member("curator", "Creates and renames albums."), _member("archivist", "Adds and removes photos.")]
+    for members in (DEMO_MEMBERS, albums):
+        for name, (_, example) in _roster(members).items():
+            assert example is not None, name
+            filled = re.sub(r"<[^<>]+>", "Garden", example)
+            assert _asked(example, members) == _asked(filled, members) == [f"ask_{name}"], example
+    assert _roster(albums)["curator"][1] == "create an album '<name>'"
+
+
+def test_an_example_that_would_reach_another_member_is_not_shown() -> None:
+    # "list my photos" fits both as well, and the first one offered gets it: it is no example for the editor.
+    members = [_member("viewer", "Lists albums and photos."), _member("editor", "Lists photos."),
+               _member("host", "Knows the house rules.")]
+    roster = _roster(members)
+    assert roster["viewer"] == ("lists albums and photos", "list my albums")
+    assert roster["editor"] == ("lists photos", None)
+    assert roster["host"] == ("knows the house rules", None)  # no action and no record named: no example
+    assert _asked("list my photos", members) == ["ask_viewer"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from .page import Page
 from .results import plural
@@ -33,9 +32,6 @@ _ASKS = re.compile(
 )
 _PARENTHESES = re.compile(r"\s*\([^)]*\)")
 _BY_ID = re.compile(r",?\s*(?:by|given|with)\s+(?:its|the\s+\w+(?:'s|’s)?)\s+id\b", re.IGNORECASE)
-# One line of the list `capabilities` writes, and the heading above a group of them.
-_LINE = re.compile(r"^- (?P<purpose>.+?)(?: — e\.g\. “(?P<example>[^”]+)”)?(?: \(`[\w.-]+`\))?$")
-_HEADING = re.compile(r"^\*\*(?P<heading>[^*]+)\*\*$")
 _CANONICAL = {"list": "list", "create": "create", "update": "change", "complete": "complete", "delete": "delete"}
 
 Understood = Callable[[str, ToolInfo, "Page | None"], bool]
@@ -173,25 +169,3 @@ def capabilities(
     )
     return (intro + "\n\n" if intro else "") + body + outro
 
-
-
-@dataclass(frozen=True)
-class Offer:
-    """One thing a list of capabilities says: under which heading, what, and the example request (if any)."""
-
-    heading: str
-    purpose: str
-    example: str | None
-
-
-def read_capabilities(text: str) -> list[Offer]:
-    """The lines of a list `capabilities` wrote (a member's answer, read by the spec that asked it)."""
-    offers: list[Offer] = []
-    heading = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if found := _HEADING.match(line):
-            heading = found.group("heading")
-        elif heading and (item := _LINE.match(line)):
-            offers.append(Offer(heading, item.group("purpose"), item.group("example")))
-    return offers

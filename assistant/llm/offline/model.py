@@ -23,7 +23,7 @@ from .lookups import Lookup, find_call, lookup_arguments, reader_for, resolve
 from .page import Page, asks_about, describe_page, named, person_and_page, pointed_kind, points
 from .replies import beyond, missing_reply, result_reply, which_of
 from .results import plural, read_outcome
-from .roster import ask_members
+from .roster import introduce
 from .schema import Reference, ToolInfo, analyse_tools
 from .society import PLAN_TOOL, delegate, is_delegation, kinds_of, split_request
 from .text import ACTION_STEMS, Name, Request, action_of, filled, read_request, stem, words
@@ -123,10 +123,10 @@ class OfflineModel:
         elif not asks_what_i_can_do(text):
             text = answered_request(messages, last_user, lambda earlier, joined: _better(earlier, joined, infos, page))
         request = read_request(text, today=today)
+        # What is about the assistant itself is answered by whoever is asked: no member needs asking for it.
         if asks_what_i_can_do(text):
             if asks_members and not own:
-                # Only the members know which of their tools this person may use: each says for itself.
-                return ask_members(made, results, tools, next_id)
+                return introduce(tools), []
             return capabilities(infos, _understood(infos), page=page, intro=_INTRO), []
         # What the page shows is answered from what it sent, by whoever is asked (no member needs asking).
         if page is not None and asks_about(text) and _means_page(text, page):
