@@ -202,3 +202,27 @@ def test_each_example_it_shows_is_handed_to_the_member_it_is_shown_for(
         assert top.status == "succeeded", (example, top.error)
         [asked] = AgentRun.objects.filter(parent=top)
         assert (asked.spec, asked.status) == (name, "succeeded"), (example, asked.spec, asked.error)
+
+
+@pytest.mark.parametrize("greeting", ["hello", "good morning", "thank you"])
+def test_a_greeting_is_answered_by_the_orchestrator_itself(
+    alice: Any, celery_worker: WorkerProcess, greeting: str
+) -> None:
+    top = ask_orchestrator(alice, greeting)
+
+    assert top.status == "succeeded", top.error
+    assert not AgentRun.objects.filter(parent=top).exists()
+    assert [step.kind for step in top.steps.order_by("seq")] == ["model_call"]
+    assert top.reply.startswith(("Hello!", "Good morning!", "You're welcome!")), top.reply
+    assert "reader, clerk or keeper" in top.reply and "can't" not in top.reply
+
+
+def test_a_greeting_before_a_request_does_not_swallow_it(alice: Any, celery_worker: WorkerProcess) -> None:
+    Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+
+    top = ask_orchestrator(alice, "hi, list my tasks")
+
+    assert top.status == "succeeded", top.error
+    [reader] = AgentRun.objects.filter(parent=top)
+    assert reader.spec == "reader"
+    assert "Fix the tap" in top.reply

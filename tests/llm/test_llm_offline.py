@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from assistant.llm import Message, ModelResponse, Tool, ToolCall, get_model
 from tests.tracker_tools import TRACKER_TOOLS
 
@@ -422,7 +424,7 @@ def test_a_record_with_records_of_another_kind_in_it_is_split_for_any_app() -> N
     assert one.tool_calls[0].arguments["task"] == "Create an album Summer with the colour 'red'."
 
 
-# A spec that only asks members: what is about the assistant itself needs no member.
+# A spec that only asks members, and greetings: what is about the assistant itself needs no member and no tool.
 
 DEMO_MEMBERS = [
     _member("reader", "Finds and lists projects, tasks and comments (reads only)."),
@@ -477,3 +479,35 @@ def test_an_example_that_would_reach_another_member_is_not_shown() -> None:
     assert roster["editor"] == ("lists photos", None)
     assert roster["host"] == ("knows the house rules", None)  # no action and no record named: no example
     assert _asked("list my photos", members) == ["ask_viewer"]
+
+
+GREETINGS = [("hello", "Hello!"), ("Hi!", "Hello!"), ("hey there", "Hello!"), ("Good morning", "Good morning!"),
+             ("thanks", "You're welcome!"), ("Thank you!", "You're welcome!"), ("ok, thanks a lot", "You're welcome!")]
+
+
+@pytest.mark.parametrize(("greeting", "opening"), GREETINGS)
+def test_a_greeting_gets_a_short_friendly_reply_from_whoever_is_asked(greeting: str, opening: str) -> None:
+    for tools in (TRACKER_TOOLS, DEMO_MEMBERS):
+        response = get_model("offline").call_tools([Message.user(greeting)], tools)
+        assert response.tool_calls == ()
+        assert response.text.startswith(opening) and "“what can you do?”" in response.text
+        assert "can't" not in response.text and "**" not in response.text  # no refusal, no list
+    society = get_model("offline").call_tools([Message.user(greeting)], DEMO_MEMBERS).text
+    assert "(reader, clerk or keeper)" in society
+
+
+def test_a_greeting_does_not_swallow_the_request_it_starts() -> None:
+    assert _asked("hi, list my tasks", DEMO_MEMBERS) == ["ask_reader"]
+    assert _asked("good morning, create a project 'Garden'", DEMO_MEMBERS) == ["ask_keeper"]
+    assert _first_call("hello, list my open tasks", TRACKER_TOOLS) == ("tracker_task_list", {"status": "open"})
+    # A greeting before a question about the assistant: that question, answered.
+    said = get_model("offline").call_tools([Message.user("hey there, what can you do?")], DEMO_MEMBERS)
+    assert said.tool_calls == () and said.text.startswith("Here is what I can do for you:")
+
+
+def test_a_greeting_right_after_a_question_is_no_answer_to_it() -> None:
+    _, asked = converse("create a task in Home", Board())
+    assert asked.text.startswith("What title"), asked.text
+    messages = [Message.user("create a task in Home"), asked.to_message(), Message.user("hello")]
+    response = get_model("offline").call_tools(messages, TRACKER_TOOLS)
+    assert response.tool_calls == () and response.text.startswith("Hello!")

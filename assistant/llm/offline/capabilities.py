@@ -8,14 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from .greetings import HELLO
 from .page import Page
 from .results import plural
 from .schema import ToolInfo
 from .text import action_of, stem, words
 
-# "What can you do?", "help", "what are you able to do here?", "how can you help me?"
+# "What can you do?", "help", "what are you able to do here?", "how can you help me?", after a hello or not
 _ASKS = re.compile(
-    r"^\s*(?:hi|hello|hey)?[\s,!.]*(?:please\s+)?(?:"
+    rf"^\s*(?:{HELLO})?[\s,!.]*(?:please\s+)?(?:"
     r"help(?:\s+me)?"
     r"|\?+"
     r"|what\s+(?:else\s+)?(?:can|could|do|would)\s+(?:you|i)\s+(?:do|ask|help(?:\s+(?:me\s+)?with)?)(?:\s+(?:you|for\s+me|with\s+you))?"
