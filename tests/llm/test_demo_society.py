@@ -4,18 +4,13 @@ person what each did — through the real worker and database, every member unde
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pytest
 
 from assistant.conversation.services import chat_send, run_confirm
-from assistant.llm import Message, ToolCall, get_model
 from assistant.models import AgentChat, AgentPlan, AgentRun
-from assistant.plans.offer import PlanTool
-from assistant.society.offer import delegation_tools
-from assistant.tools import tools_for
 from registry.models import AgentProfile
 from tests.conftest import WorkerProcess, wait_for_run
 from tracker.models import Project, Task
@@ -160,7 +155,9 @@ def test_declining_a_members_action_is_said_to_the_person_in_their_words(
     assert "Do not try it again" not in top.reply
 
 
-EXAMPLE = re.compile(r"^- (?P<does>.+?) — e\.g\. “(?P<example>[^”]+)”$", re.MULTILINE)
+# One line per member of the orchestrator's "what can you do?": its name, its role, and an example request.
+MEMBER_LINE = re.compile(r"^- \*\*(?P<member>[\w-]+)\*\* — (?P<role>.+?)(?: — e\.g\. “(?P<example>[^”]+)”)?$",
+                         re.MULTILINE)
 
 
 def filled(example: str) -> str:
@@ -168,75 +165,64 @@ def filled(example: str) -> str:
     return re.sub(r"<[^<>]*\bid>", "41", re.sub(r"'<[^<>]+>'", "'Home'", example))
 
 
-def stand_in(call: ToolCall) -> dict[str, Any]:
-    """A member's tools, answered without the database: a read finds one row named as searched."""
-    if call.name.endswith("_list"):
-        term = call.arguments.get("search") or "Home"
-        return {"status": "data", "data": {"results": [{"id": 41, "name": term, "title": term}]}}
-    return {"status": "done", "took_effect": True, "data": {}}
-
-
-def member_calls(user: Any, member: str, task: str) -> list[ToolCall]:
-    """The calls the member's model makes for `task` with the member's own tools, until it replies."""
-    offered = [*tools_for(user, member), *delegation_tools(owner=user, asking=member, path=["orchestrator"])]
-    messages, calls = [Message.user(task)], []
-    for _ in range(6):
-        response = get_model("offline").call_tools(messages, offered)
-        messages.append(response.to_message())
-        if not response.tool_calls:
-            return calls
-        calls += response.tool_calls
-        messages += [Message.tool(call.id, json.dumps(stand_in(call))) for call in response.tool_calls]
-    raise AssertionError(f"{member} did not finish {task!r}")
-
-
-def test_what_can_you_do_is_what_each_member_can_do_for_the_person(alice: Any, celery_worker: WorkerProcess) -> None:
-    Project.objects.create(owner=alice, name="Home")
-
+def test_what_can_you_do_is_answered_by_the_orchestrator_from_its_members_roles(
+    alice: Any, celery_worker: WorkerProcess
+) -> None:
     top = ask_orchestrator(alice, "what can you do?")
 
     assert top.status == "succeeded", top.error
-    # Every member was asked in one answer of the orchestrator's model, and each answered for itself.
-    assert [step.kind for step in top.steps.order_by("seq")] == [
-        "model_call", "tool_call", "tool_call", "tool_call", "model_call"]
-    members = AgentRun.objects.filter(root=top)
-    assert sorted((run.spec, run.task, run.status) for run in members) == [
-        (name, "What can you do for me?", "succeeded") for name in ("clerk", "keeper", "reader")]
-    # One list of what the person can have done, by kind of record, in words: no roster, no tool names.
-    reply = top.reply
-    assert reply.startswith("Here is what I can do for you.")
-    assert "**Projects**" in reply and "**Tasks**" in reply and "**Comments**" in reply
-    assert "tracker_" not in reply and "**reader**" not in reply
-    lines = [line for line in reply.splitlines() if line.startswith("- ")]
-    assert len(lines) == len(set(lines)), "a line two members share is shown once"
-    shown = EXAMPLE.findall(reply)
-    assert len(shown) >= 10
-    assert any("archive" in example for _, example in shown) and any("delete" in example for _, example in shown)
-    # The placeholders read as such, and the reply says what to do with them.
-    assert "“create a task '<title>' in the project '<name>'”" in reply
-    assert reply.endswith("Put your own values where an example has <angle brackets>.")
-
-    # Each example, sent back to the orchestrator, goes to one member, whose own tools do what its line says.
-    asking = [*delegation_tools(owner=alice, asking="orchestrator"), PlanTool()]
-    for does, example in shown:
-        [call] = get_model("offline").call_tools([Message.user(filled(example))], asking).tool_calls
-        assert call.name.startswith("ask_"), (example, call)
-        member = call.name.removeprefix("ask_")
-        done = member_calls(alice, member, call.arguments["task"])
-        assert done, (example, member)
-        offered = {tool.name: tool for tool in tools_for(alice, member)}
-        assert done[-1].name in offered, (example, member, done)
-        assert offered[done[-1].name].description.startswith(does.split(" ")[0]), (example, member, done[-1])
+    # A question about the assistant itself costs what it costs one assistant: no member asked, one model call.
+    assert not AgentRun.objects.filter(parent=top).exists()
+    assert [step.kind for step in top.steps.order_by("seq")] == ["model_call"]
+    # Each member it may ask, by name, with its role in the words the site gave it.
+    lines = {found["member"]: found for found in MEMBER_LINE.finditer(top.reply)}
+    assert {name: line["role"] for name, line in lines.items()} == {
+        "reader": "finds and lists projects, tasks and comments (reads only)",
+        "clerk": "adds, updates, completes and deletes tasks",
+        "keeper": "creates, renames, archives and deletes projects (a delete only with your approval)",
+    }
+    assert top.reply.startswith("Here is what I can do for you: I hand each request to the member whose role fits")
+    assert "tracker_" not in top.reply
+    # Every member has an example, and the reply says what to do with its placeholders.
+    assert all(line["example"] for line in lines.values()), top.reply
+    assert top.reply.endswith("Put your own values where an example has <angle brackets>.")
 
 
-def test_an_example_of_what_it_can_do_is_done_when_sent_back(alice: Any, celery_worker: WorkerProcess) -> None:
+def test_each_example_it_shows_is_handed_to_the_member_it_is_shown_for(
+    alice: Any, celery_worker: WorkerProcess
+) -> None:
     Project.objects.create(owner=alice, name="Home")
     listing = ask_orchestrator(alice, "what can you do?").reply
-    [example] = [example for does, example in EXAMPLE.findall(listing) if does.startswith("Archive")]
+    shown = [(found["member"], found["example"]) for found in MEMBER_LINE.finditer(listing) if found["example"]]
+    assert len(shown) == 3, listing
 
-    top = ask_orchestrator(alice, filled(example))
+    for name, example in shown:
+        top = ask_orchestrator(alice, filled(example))
+
+        assert top.status == "succeeded", (example, top.error)
+        [asked] = AgentRun.objects.filter(parent=top)
+        assert (asked.spec, asked.status) == (name, "succeeded"), (example, asked.spec, asked.error)
+
+
+@pytest.mark.parametrize("greeting", ["hello", "good morning", "thank you"])
+def test_a_greeting_is_answered_by_the_orchestrator_itself(
+    alice: Any, celery_worker: WorkerProcess, greeting: str
+) -> None:
+    top = ask_orchestrator(alice, greeting)
 
     assert top.status == "succeeded", top.error
-    [keeper] = AgentRun.objects.filter(root=top)
-    assert keeper.spec == "keeper"
-    assert Project.objects.get(owner=alice, name="Home").archived
+    assert not AgentRun.objects.filter(parent=top).exists()
+    assert [step.kind for step in top.steps.order_by("seq")] == ["model_call"]
+    assert top.reply.startswith(("Hello!", "Good morning!", "You're welcome!")), top.reply
+    assert "reader, clerk or keeper" in top.reply and "can't" not in top.reply
+
+
+def test_a_greeting_before_a_request_does_not_swallow_it(alice: Any, celery_worker: WorkerProcess) -> None:
+    Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+
+    top = ask_orchestrator(alice, "hi, list my tasks")
+
+    assert top.status == "succeeded", top.error
+    [reader] = AgentRun.objects.filter(parent=top)
+    assert reader.spec == "reader"
+    assert "Fix the tap" in top.reply

@@ -7,8 +7,11 @@ tracker tools and database lives with the run loop.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from assistant.llm import Message, ModelResponse, Tool, ToolCall, get_model
 from tests.tracker_tools import TRACKER_TOOLS
@@ -419,3 +422,92 @@ def test_a_record_with_records_of_another_kind_in_it_is_split_for_any_app() -> N
     one = model.call_tools([Message.user("create an album Summer with the colour 'red'")], members)
     assert [c.name for c in one.tool_calls] == ["ask_curator"]
     assert one.tool_calls[0].arguments["task"] == "Create an album Summer with the colour 'red'."
+
+
+# A spec that only asks members, and greetings: what is about the assistant itself needs no member and no tool.
+
+DEMO_MEMBERS = [
+    _member("reader", "Finds and lists projects, tasks and comments (reads only)."),
+    _member("clerk", "Adds, updates, completes and deletes tasks."),
+    _member("keeper", "Creates, renames, archives and deletes projects (a delete only with your approval)."),
+]
+MEMBER_LINE = re.compile(r"^- \*\*(?P<member>[\w-]+)\*\* — (?P<role>.+?)(?: — e\.g\. “(?P<example>[^”]+)”)?$",
+                         re.MULTILINE)
+
+
+def _roster(members: list[Tool]) -> dict[str, tuple[str, str | None]]:
+    """What a spec with only `members` says it can do: each member's role and example, by name."""
+    response = get_model("offline").call_tools([Message.user("what can you do?")], members)
+    assert response.tool_calls == ()
+    return {found["member"]: (found["role"], found["example"]) for found in MEMBER_LINE.finditer(response.text)}
+
+
+def _asked(text: str, members: list[Tool]) -> list[str]:
+    return [call.name for call in get_model("offline").call_tools([Message.user(text)], members).tool_calls]
+
+
+def test_a_spec_that_only_asks_members_says_itself_what_each_one_does() -> None:
+    response = get_model("offline").call_tools([Message.user("What can you do?")], DEMO_MEMBERS)
+
+    assert response.tool_calls == ()  # no member asked: their roles say it
+    assert response.text.startswith("Here is what I can do for you:")
+    assert response.text.endswith("Put your own values where an example has <angle brackets>.")
+    assert _roster(DEMO_MEMBERS) == {
+        "reader": ("finds and lists projects, tasks and comments (reads only)", "list my projects"),
+        "clerk": ("adds, updates, completes and deletes tasks", "add a task '<name>'"),
+        "keeper": ("creates, renames, archives and deletes projects (a delete only with your approval)",
+                   "create a project '<name>'"),
+    }
+
+
+def test_each_example_sent_back_goes_to_the_member_it_is_shown_for_in_any_app() -> None:
+    albums = [_member("curator", "Creates and renames albums."), _member("archivist", "Adds and removes photos.")]
+    for members in (DEMO_MEMBERS, albums):
+        for name, (_, example) in _roster(members).items():
+            assert example is not None, name
+            filled = re.sub(r"<[^<>]+>", "Garden", example)
+            assert _asked(example, members) == _asked(filled, members) == [f"ask_{name}"], example
+    assert _roster(albums)["curator"][1] == "create an album '<name>'"
+
+
+def test_an_example_that_would_reach_another_member_is_not_shown() -> None:
+    # "list my photos" fits both as well, and the first one offered gets it: it is no example for the editor.
+    members = [_member("viewer", "Lists albums and photos."), _member("editor", "Lists photos."),
+               _member("host", "Knows the house rules.")]
+    roster = _roster(members)
+    assert roster["viewer"] == ("lists albums and photos", "list my albums")
+    assert roster["editor"] == ("lists photos", None)
+    assert roster["host"] == ("knows the house rules", None)  # no action and no record named: no example
+    assert _asked("list my photos", members) == ["ask_viewer"]
+
+
+GREETINGS = [("hello", "Hello!"), ("Hi!", "Hello!"), ("hey there", "Hello!"), ("Good morning", "Good morning!"),
+             ("thanks", "You're welcome!"), ("Thank you!", "You're welcome!"), ("ok, thanks a lot", "You're welcome!")]
+
+
+@pytest.mark.parametrize(("greeting", "opening"), GREETINGS)
+def test_a_greeting_gets_a_short_friendly_reply_from_whoever_is_asked(greeting: str, opening: str) -> None:
+    for tools in (TRACKER_TOOLS, DEMO_MEMBERS):
+        response = get_model("offline").call_tools([Message.user(greeting)], tools)
+        assert response.tool_calls == ()
+        assert response.text.startswith(opening) and "“what can you do?”" in response.text
+        assert "can't" not in response.text and "**" not in response.text  # no refusal, no list
+    society = get_model("offline").call_tools([Message.user(greeting)], DEMO_MEMBERS).text
+    assert "(reader, clerk or keeper)" in society
+
+
+def test_a_greeting_does_not_swallow_the_request_it_starts() -> None:
+    assert _asked("hi, list my tasks", DEMO_MEMBERS) == ["ask_reader"]
+    assert _asked("good morning, create a project 'Garden'", DEMO_MEMBERS) == ["ask_keeper"]
+    assert _first_call("hello, list my open tasks", TRACKER_TOOLS) == ("tracker_task_list", {"status": "open"})
+    # A greeting before a question about the assistant: that question, answered.
+    said = get_model("offline").call_tools([Message.user("hey there, what can you do?")], DEMO_MEMBERS)
+    assert said.tool_calls == () and said.text.startswith("Here is what I can do for you:")
+
+
+def test_a_greeting_right_after_a_question_is_no_answer_to_it() -> None:
+    _, asked = converse("create a task in Home", Board())
+    assert asked.text.startswith("What title"), asked.text
+    messages = [Message.user("create a task in Home"), asked.to_message(), Message.user("hello")]
+    response = get_model("offline").call_tools(messages, TRACKER_TOOLS)
+    assert response.tool_calls == () and response.text.startswith("Hello!")

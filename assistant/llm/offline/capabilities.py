@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from .greetings import HELLO
 from .page import Page
 from .results import plural
 from .schema import ToolInfo
 from .text import action_of, stem, words
 
-# "What can you do?", "help", "what are you able to do here?", "how can you help me?"
+# "What can you do?", "help", "what are you able to do here?", "how can you help me?", after a hello or not
 _ASKS = re.compile(
-    r"^\s*(?:hi|hello|hey)?[\s,!.]*(?:please\s+)?(?:"
+    rf"^\s*(?:{HELLO})?[\s,!.]*(?:please\s+)?(?:"
     r"help(?:\s+me)?"
     r"|\?+"
     r"|what\s+(?:else\s+)?(?:can|could|do|would)\s+(?:you|i)\s+(?:do|ask|help(?:\s+(?:me\s+)?with)?)(?:\s+(?:you|for\s+me|with\s+you))?"
@@ -33,9 +33,6 @@ _ASKS = re.compile(
 )
 _PARENTHESES = re.compile(r"\s*\([^)]*\)")
 _BY_ID = re.compile(r",?\s*(?:by|given|with)\s+(?:its|the\s+\w+(?:'s|’s)?)\s+id\b", re.IGNORECASE)
-# One line of the list `capabilities` writes, and the heading above a group of them.
-_LINE = re.compile(r"^- (?P<purpose>.+?)(?: — e\.g\. “(?P<example>[^”]+)”)?(?: \(`[\w.-]+`\))?$")
-_HEADING = re.compile(r"^\*\*(?P<heading>[^*]+)\*\*$")
 _CANONICAL = {"list": "list", "create": "create", "update": "change", "complete": "complete", "delete": "delete"}
 
 Understood = Callable[[str, ToolInfo, "Page | None"], bool]
@@ -173,25 +170,3 @@ def capabilities(
     )
     return (intro + "\n\n" if intro else "") + body + outro
 
-
-
-@dataclass(frozen=True)
-class Offer:
-    """One thing a list of capabilities says: under which heading, what, and the example request (if any)."""
-
-    heading: str
-    purpose: str
-    example: str | None
-
-
-def read_capabilities(text: str) -> list[Offer]:
-    """The lines of a list `capabilities` wrote (a member's answer, read by the spec that asked it)."""
-    offers: list[Offer] = []
-    heading = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if found := _HEADING.match(line):
-            heading = found.group("heading")
-        elif heading and (item := _LINE.match(line)):
-            offers.append(Offer(heading, item.group("purpose"), item.group("example")))
-    return offers

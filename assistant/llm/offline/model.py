@@ -19,13 +19,14 @@ from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpe
 from .capabilities import asks_what_i_can_do, capabilities, purpose
 from .fields import field_values
 from .followup import answered_request, relayed_task
+from .greetings import greeting_reply, is_greeting
 from .lookups import Lookup, find_call, lookup_arguments, reader_for, resolve
 from .page import Page, asks_about, describe_page, named, person_and_page, pointed_kind, points
 from .replies import beyond, missing_reply, result_reply, which_of
 from .results import plural, read_outcome
-from .roster import ask_members
+from .roster import introduce
 from .schema import Reference, ToolInfo, analyse_tools
-from .society import PLAN_TOOL, delegate, is_delegation, kinds_of, split_request
+from .society import PLAN_TOOL, delegate, is_delegation, kinds_of, seat_of, split_request
 from .text import ACTION_STEMS, Name, Request, action_of, filled, read_request, stem, words
 
 MODEL_NAME = "offline-demo"
@@ -114,8 +115,12 @@ class OfflineModel:
         own = [tool for tool in tools if not is_delegation(tool) and tool.name != PLAN_TOOL]
         infos = analyse_tools(own)
         asks_members = any(is_delegation(tool) for tool in tools)
-        # "5" after "Which book (its id)?": the request asked about, with the value (see followup.py).
         text = messages[last_user].content
+        if is_greeting(text):
+            # For the assistant itself, even right after it asked for a value: "hi" answers no "What title?".
+            members = [seat_of(tool).name for tool in tools if is_delegation(tool)] if not own else []
+            return greeting_reply(text, members=members, has_tools=bool(infos)), []
+        # "5" after "Which book (its id)?": the request asked about, with the value (see followup.py).
         if asks_members and not own:
             # A member's question came as the reply itself (a handoff) or inside a relayed one: the answer
             # completes the request it was asked about.
@@ -123,10 +128,10 @@ class OfflineModel:
         elif not asks_what_i_can_do(text):
             text = answered_request(messages, last_user, lambda earlier, joined: _better(earlier, joined, infos, page))
         request = read_request(text, today=today)
+        # What is about the assistant itself is answered by whoever is asked: no member needs asking for it.
         if asks_what_i_can_do(text):
             if asks_members and not own:
-                # Only the members know which of their tools this person may use: each says for itself.
-                return ask_members(made, results, tools, next_id)
+                return introduce(tools), []
             return capabilities(infos, _understood(infos), page=page, intro=_INTRO), []
         # What the page shows is answered from what it sent, by whoever is asked (no member needs asking).
         if page is not None and asks_about(text) and _means_page(text, page):

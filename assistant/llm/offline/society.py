@@ -50,10 +50,11 @@ MIN_FIT = 3
 
 @dataclass(frozen=True)
 class Seat:
-    """A member the model may ask: its tool, and what its role says it does."""
+    """A member the model may ask: its tool, its role in the tool's words, and what that role says it does."""
 
     tool: ToolSpec
     name: str
+    role: str
     stems: frozenset[str]
     actions: frozenset[str]
 
@@ -71,7 +72,7 @@ def seat_of(tool: ToolSpec) -> Seat:
     found = _ROLE.search(tool.description)
     role = found.group("role") if found else tool.description
     role_stems = frozenset(stems(role))
-    return Seat(tool, tool.name[len(_ASK):], role_stems,
+    return Seat(tool, tool.name[len(_ASK):], role.strip().rstrip("."), role_stems,
                 frozenset(action for word in role_stems if (action := action_of(word)) is not None))
 
 
@@ -81,7 +82,8 @@ def kinds_of(tools: Sequence[ToolSpec]) -> frozenset[str]:
                      if action_of(word) is None)
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
+    """"tasks" -> "task", "categories" -> "category": how a list of records names one of them."""
     if word.lower().endswith("ies"):
         return word[:-3] + "y"
     return word[:-1] if word.lower().endswith("s") and not word.lower().endswith("ss") else word
@@ -97,7 +99,7 @@ def split_request(text: str, kinds: frozenset[str] = frozenset()) -> list[str]:
         part = _LIST_ASKED.sub("list ", part)
         with_parts = _WITH_PARTS.match(part)
         if with_parts and _QUOTED_LIST.fullmatch(with_parts.group("items")):
-            kind, inner = with_parts.group("kind").lower(), _singular(with_parts.group("parts").lower())
+            kind, inner = with_parts.group("kind").lower(), singular(with_parts.group("parts").lower())
             if stem(kind) in kinds and stem(inner) in kinds and stem(kind) != stem(inner):
                 name = with_parts.group("name").strip("'\"“”")
                 tasks.append(f"Create the {kind} '{name}'.")
