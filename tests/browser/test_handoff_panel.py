@@ -116,7 +116,7 @@ def test_a_member_that_answers_the_person_shows_one_answer_bubble_naming_it_live
     # One bubble, the clerk's answer, naming it; the steps say who wrote it without saying it again.
     _assert_one_named_answer(page, THREAD, answer)
     expect(page.locator(f"{THREAD} .assistant-step.is-delegation .assistant-step-text")).to_have_text(
-        "clerk wrote the reply")
+        "clerk's answer is the reply")
     expect(page.locator(f"{THREAD} .assistant-member > summary")).to_contain_text("Steps of clerk: answered")
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
@@ -133,7 +133,7 @@ def test_a_member_that_answers_the_person_shows_one_answer_bubble_naming_it_live
     screenshot(page.locator(DOCK), "handoff-reloaded")
     _assert_one_named_answer(page, THREAD, answer)
     expect(page.locator(f"{THREAD} .assistant-step.is-delegation .assistant-step-text")).to_have_text(
-        "clerk wrote the reply")
+        "clerk's answer is the reply")
 
     # The full page is the same conversation, drawn by the same code.
     page.goto(site_url + "/assistant/")

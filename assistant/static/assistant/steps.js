@@ -92,7 +92,8 @@
   }
 
   // A member that answered in its asker's place (a handoff): its answer is the reply, shown once, as the reply.
-  function wroteTheReply(step) {
+  // (Said of the asking run's reply: with a member handing over in turn, the one that wrote it is named on it.)
+  function answerIsTheReply(step) {
     var result = step.result || {};
     return result.hands_over === true && result.status === "answered";
   }
@@ -103,7 +104,7 @@
     var member = memberOf(step);
     var reason = excerpt(result.reason || step.reason);
     if (step.state !== "finished") return "Asked " + member + ": " + excerpt((step.arguments || {}).task);
-    if (wroteTheReply(step)) return member + " wrote the reply";
+    if (answerIsTheReply(step)) return member + "'s answer is the reply";
     switch (result.status) {
       case "answered": return member + " answered" + (result.answer ? ": " + excerpt(result.answer) : "");
       case "escalated": {
@@ -274,7 +275,7 @@
       if ((step.arguments || {}).context) field(body, "Context", String(step.arguments.context));
       // A request handed over without a model call says why it went to this member (the server's words).
       if (typeof result.routed === "string" && result.routed) field(body, "Why this member", result.routed);
-      if (wroteTheReply(step)) field(body, "Answer", "The reply, word for word (not repeated here)");
+      if (answerIsTheReply(step)) field(body, "Answer", "The reply, word for word (not repeated here)");
       else if (typeof result.answer === "string" && result.answer) field(body, "Answer", result.answer);
       if (Array.isArray(result.problems)) {
         field(body, "What failed", result.problems.map(function (problem) {
