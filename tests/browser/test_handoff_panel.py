@@ -3,7 +3,11 @@ worker and the channel layer, with the site's demo society and its offline model
 to the project 'Home'" is plainly the clerk's, so the orchestrator hands it over without a model call and the
 clerk's answer is the reply. The panel shows ONE answer bubble for it, streamed where replies stream and named for
 the clerk; the clerk's steps, nested under the step that asked it, do not say its answer a second time; a reload and
-the full /assistant/ page show the same single named bubble; and axe-core finds nothing serious on the panel."""
+the full /assistant/ page show the same single named bubble; and axe-core finds nothing serious on the panel.
+
+A member asked alone that could not do the work hands nothing over: whatever it streamed to the person leaves the
+chat, and the one answer is the asker's own, naming nobody. (That society is the test settings' `test-router`, on
+the suite's fake provider, which answers the calls in the order they are made.)"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from assistant.models import AgentChat, AgentMessage, AgentRun
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from tests.browser.harness import (
     BROWSER_MARKS,
     FINAL_REPLIES,
@@ -142,3 +147,52 @@ def test_a_member_that_answers_the_person_shows_one_answer_bubble_naming_it_live
     wait_for_replies(page, 1, within=conversation)
     _assert_one_named_answer(page, f"{conversation} [data-assistant-thread]", answer)
     assert page.locator(f"{conversation} {FINAL_REPLIES}").count() == 1
+
+
+def test_a_member_that_could_not_do_it_hands_nothing_over_and_the_one_answer_is_the_askers(
+    page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    AgentChat.objects.create(owner=alice, spec="test-router")
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-viewer", {"task": "Add the task 'Sneaky' to Home."})]),
+        # The viewer only reads: its create is denied, so its answer is not the reply.
+        openai_stream([], [("v1", "tracker_task_create", {"project": home.pk, "title": "Sneaky"})]),
+        openai_stream(["I may only read; I could not add it."]),
+        openai_stream(["The reader could not add it; nothing was added."]),
+    )
+    log_in(page, site_url, "alice")
+    page.goto(site_url + "/assistant/")
+    conversation = "[data-assistant-conversation]"
+    thread = f"{conversation} [data-assistant-thread]"
+    page.wait_for_selector(f"{conversation} [data-assistant-status].is-connected")
+    # Whether, once the step that asked the viewer said it could not finish, anything it streamed still stood
+    # in the chat as a reply.
+    page.evaluate(
+        """(thread) => {
+            const root = document.querySelector(thread);
+            window.__staleDraft = false;
+            const asked = ":scope > .assistant-steps > details > .assistant-run-steps-list > .is-delegation";
+            new MutationObserver(() => {
+                const named = root.querySelector(".assistant-message.is-draft .assistant-message-member");
+                if (named && root.querySelector(asked + ".is-failed")) window.__staleDraft = true;
+            }).observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
+        }""",
+        thread,
+    )
+
+    # Words that name no one tool: the router's model decides (the fake provider's first answer is its).
+    ask(page, "Hello! Please sort this out for me.", within=conversation)
+
+    top = AgentRun.objects.get(owner=alice, parent__isnull=True)
+    assert not top.steps.filter(call_id__startswith="routed_").exists()
+    assert (top.reply, top.answered_by_id) == ("The reader could not add it; nothing was added.", None)
+    assert top.steps.get(tool_name="ask_test-viewer").result["status"] == "escalated"
+    bubbles = page.locator(f"{thread} .assistant-message.is-assistant")
+    expect(bubbles).to_have_count(1)
+    expect(bubbles.locator(".assistant-message-body")).to_have_text(top.reply)
+    expect(bubbles.locator(".assistant-message-member")).to_have_count(0)
+    expect(page.locator(f"{thread} .assistant-message.is-draft")).to_have_count(0)
+    expect(page.locator(f"{thread} .assistant-message", has_text="I may only read")).to_have_count(0)
+    assert page.evaluate("window.__staleDraft") is False
+    assert not Task.objects.filter(project=home, title="Sneaky").exists()
