@@ -5,9 +5,10 @@ clerk's answer is the reply. The panel shows ONE answer bubble for it, streamed 
 the clerk; the clerk's steps, nested under the step that asked it, do not say its answer a second time; a reload and
 the full /assistant/ page show the same single named bubble; and axe-core finds nothing serious on the panel.
 
-A member asked alone that could not do the work hands nothing over: whatever it streamed to the person leaves the
-chat, and the one answer is the asker's own, naming nobody. (That society is the test settings' `test-router`, on
-the suite's fake provider, which answers the calls in the order they are made.)"""
+On the test settings' `test-router` society (the suite's fake provider, answering the calls in the order they are
+made): what a handed-over member writes before it calls a tool is not its answer, and leaves the reply's place
+once it calls one, so the reply never reads as two; and a member asked alone that could not do the work hands
+nothing over: the one answer is the asker's own, naming nobody."""
 
 from __future__ import annotations
 
@@ -149,6 +150,51 @@ def test_a_member_that_answers_the_person_shows_one_answer_bubble_naming_it_live
     assert page.locator(f"{conversation} {FINAL_REPLIES}").count() == 1
 
 
+def test_what_a_member_writes_before_calling_a_tool_leaves_the_reply_which_is_its_answer_alone(
+    page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    AgentChat.objects.create(owner=alice, spec="test-router")
+    # Plainly the clerk's (only it adds tasks): routed to it, no model call of the router's.
+    fake_openai.queue(
+        openai_stream(["Let me add it."], [("c1", "tracker_task_create", {"project": home.pk, "title": "Buy milk"})]),
+        openai_stream(["Added “Buy milk” to Home."]),
+    )
+    log_in(page, site_url, "alice")
+    page.goto(site_url + "/assistant/")
+    conversation = "[data-assistant-conversation]"
+    thread = f"{conversation} [data-assistant-thread]"
+    page.wait_for_selector(f"{conversation} [data-assistant-status].is-connected")
+    _watch_drafts(page, thread)
+    # Whether the clerk's words before its call still stood as the reply once its call was under way.
+    page.evaluate(
+        """(thread) => {
+            const root = document.querySelector(thread);
+            window.__staleDraft = false;
+            new MutationObserver(() => {
+                const draft = root.querySelector(".assistant-message.is-draft");
+                const acting = root.querySelector(".assistant-member .assistant-step:not(.is-model)");
+                if (draft && acting && draft.textContent.includes("Let me add it")) window.__staleDraft = true;
+            }).observe(root, {subtree: true, childList: true, characterData: true});
+        }""",
+        thread,
+    )
+
+    ask(page, BUY_MILK, within=conversation)
+
+    top = AgentRun.objects.get(owner=alice, parent__isnull=True)
+    assert (top.reply, top.steps.filter(kind="model_call").count()) == ("Added “Buy milk” to Home.", 0)
+    bubbles = page.locator(f"{thread} .assistant-message.is-assistant")
+    expect(bubbles).to_have_count(1)
+    expect(bubbles.locator(".assistant-message-member")).to_have_text("Answered by test-clerk")
+    expect(bubbles.locator(".assistant-message-body")).to_have_text("Added “Buy milk” to Home.")
+    drafts = page.evaluate("window.__replyDrafts")
+    assert drafts and drafts[-1] == {"text": "Added “Buy milk” to Home.", "named": "Answered by test-clerk"}, drafts
+    assert not [draft for draft in drafts if "Let me add it" in draft["text"] and "Added" in draft["text"]], drafts
+    assert page.evaluate("window.__staleDraft") is False
+    assert Task.objects.filter(project=home, title="Buy milk").count() == 1
+
+
 def test_a_member_that_could_not_do_it_hands_nothing_over_and_the_one_answer_is_the_askers(
     page: Any, site_url: str, alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
@@ -166,8 +212,8 @@ def test_a_member_that_could_not_do_it_hands_nothing_over_and_the_one_answer_is_
     conversation = "[data-assistant-conversation]"
     thread = f"{conversation} [data-assistant-thread]"
     page.wait_for_selector(f"{conversation} [data-assistant-status].is-connected")
-    # Whether, once the step that asked the viewer said it could not finish, anything it streamed still stood
-    # in the chat as a reply.
+    # Whether, once the step that asked the viewer said it could not finish, anything it wrote stood in the chat
+    # as a reply (the server streams none of it as the reply once its action failed; the panel drops any that was).
     page.evaluate(
         """(thread) => {
             const root = document.querySelector(thread);
