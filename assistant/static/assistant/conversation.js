@@ -74,6 +74,11 @@
     return node;
   }
 
+  // Who wrote a reply that a member answered itself (a handoff), said beside it.
+  function memberLabel(member) {
+    return "Answered by " + member;
+  }
+
   function visible(node) {
     return !!(node && node.offsetParent !== null);
   }
@@ -95,9 +100,10 @@
     this.chatId = null;
     this.newChat = false;        // the next send starts a new chat
     this.activeRun = null;       // a run that works now: the button is Stop
-    // run id -> {node, list, count, rows: {seq: element}, cards: {seq: element}, draft, plan}; a member's run (one
-    // another run handed work to) also has member, parentId, rootId, askedIn and state, and its node sits in
-    // its parent's list, right under the step that asked it.
+    // run id -> {node, list, count, rows: {seq: element}, cards: {seq: element}, draft, plan}; a top run's reply
+    // draft also has draftBy (the run whose text it is) and draftBody. A member's run (one another run handed work
+    // to) also has member, parentId, rootId, askedIn and state, and its node sits in its parent's list, right
+    // under the step that asked it.
     this.runs = {};
     this.heard = {};             // delegation step id -> its member's state, once the asking run heard back
     this.messages = {};          // message id -> message payload
@@ -330,6 +336,10 @@
     if (message.role === "user" && this.agentChat && this.agentChat()) node.classList.add("is-agent-call");
     node.dataset.messageId = message.id;
     if (message.run_id) node.dataset.runId = message.run_id;
+    // A reply a member wrote itself (a handoff) names it, in words, above its text.
+    if (message.role === "assistant" && message.member) {
+      node.appendChild(el("p", "assistant-message-member", memberLabel(message.member)));
+    }
     var body = node.appendChild(el("div", "assistant-message-body"));
     if (message.role === "assistant" && typeof message.html === "string" && message.html) {
       body.innerHTML = message.html;  // sanitised by the server (an allow-list); nothing else is HTML
@@ -429,6 +439,9 @@
     var row = run.rows[step.seq];
     // A member's streamed text was its model call's: the step that call made now stands for it.
     if (run.member && run.draft && step.kind === "model_call") { run.draft.remove(); run.draft = null; }
+    // Text a member wrote to the person before calling tools was not its answer: the reply is still to come.
+    var calledTools = ((step.result || {}).tool_calls || []).length > 0;
+    if (run.member && step.kind === "model_call" && step.state === "finished" && calledTools) this.dropReplyDraft(step.run_id);
     if (!row) {
       row = run.rows[step.seq] = Steps.render(step, tool);
       row.dataset.stepId = step.id;
@@ -570,7 +583,8 @@
     return run;
   };
 
-  // A member's streamed text: a draft inside its block (it never becomes the chat's reply).
+  // A member's streamed text, written for the run that asked it: a draft inside its block, never the chat's reply
+  // (a member that answers the person itself streams into the reply instead: `streamReply`).
   Conversation.prototype.memberDraft = function (event) {
     var run = this.runs[event.run_id];
     if (!run.draft) {
@@ -578,6 +592,30 @@
                                         run.list.querySelector(":scope > .assistant-thinking"));
     }
     run.draft.textContent += event.delta;
+  };
+
+  // The reply as it streams, in its top run's draft: the top run's own model's text, or that of the member whose
+  // answer is to be the reply (`answers_person`), named as its reply will be. A draft holds one writer's text.
+  Conversation.prototype.streamReply = function (event) {
+    var writer = this.runs[event.run_id];
+    var run = this.run(this.rootOf(event.run_id));
+    if (run.draft && run.draftBy !== event.run_id) { run.draft.remove(); run.draft = null; }
+    if (!run.draft) {
+      run.draft = this.append(el("li", "assistant-message is-assistant is-draft"));
+      run.draftBy = event.run_id;
+      if (writer && writer.member) run.draft.appendChild(el("p", "assistant-message-member", memberLabel(writer.member)));
+      run.draftBody = run.draft.appendChild(el("div", "assistant-message-body"));
+    }
+    var follow = this.nearBottom();
+    run.draftBody.textContent += event.delta;  // a draft is plain text until the reply replaces it
+    if (follow) this.thread.scrollTop = this.thread.scrollHeight;
+  };
+
+  // A member's text streamed as the reply that will not be it (it went on to call tools, or could not finish):
+  // it leaves the chat, so nothing it wrote there stands beside the reply that comes instead.
+  Conversation.prototype.dropReplyDraft = function (writerId) {
+    var top = this.runs[this.rootOf(writerId)];
+    if (top && top.draft && top.draftBy === writerId) { top.draft.remove(); top.draft = null; }
   };
 
   Conversation.prototype.finishMember = function (runId, state) {
@@ -593,6 +631,7 @@
       if (said && (!run.ended || MEMBER_RANK[said] >= MEMBER_RANK[run.state])) run.state = said;
       run.ended = true;
     });
+    if (run.state === "failed" || run.state === "stopped") this.dropReplyDraft(run.id);
     this.countUp(run);
   };
 
@@ -841,18 +880,14 @@
       case "assistant.confirm":
         if (event.tool && event.tool.name) this.tools[event.tool.name] = event.tool;
         return this.showStep(event.step, true);
-      case "assistant.token": {
-        if (member) return this.memberDraft(event);
-        var run = this.run(event.run_id);
-        if (!run.draft) run.draft = this.append(el("li", "assistant-message is-assistant is-draft", ""));
-        var follow = this.nearBottom();
-        run.draft.textContent += event.delta;  // a draft is plain text until the reply replaces it
-        if (follow) this.thread.scrollTop = this.thread.scrollHeight;
-        return undefined;
-      }
+      case "assistant.token":
+        // A member whose answer is to be the reply (a handoff) writes to the person: its text streams as the reply.
+        if (member && !event.answers_person) return this.memberDraft(event);
+        return this.streamReply(event);
       case "assistant.replied": {
         this.finishRun(event.run_id, this.renderMessage(event.message));
-        return this.announce("The assistant replied: " + event.message.content.slice(0, 300));
+        var who = event.message.member ? memberLabel(event.message.member) : "The assistant replied";
+        return this.announce(who + ": " + event.message.content.slice(0, 300));
       }
       case "assistant.reply_failed": {
         if (member) {

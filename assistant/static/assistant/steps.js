@@ -91,12 +91,20 @@
     return typeof result.member === "string" && result.member ? result.member : String(step.tool_name).slice(4);
   }
 
+  // A member that answered in its asker's place (a handoff): its answer is the reply, shown once, as the reply.
+  // (Said of the asking run's reply: with a member handing over in turn, the one that wrote it is named on it.)
+  function answerIsTheReply(step) {
+    var result = step.result || {};
+    return result.hands_over === true && result.status === "answered";
+  }
+
   // A delegation in words: what the member was asked while it works, then how it answered.
   function delegationText(step) {
     var result = step.result || {};
     var member = memberOf(step);
     var reason = excerpt(result.reason || step.reason);
     if (step.state !== "finished") return "Asked " + member + ": " + excerpt((step.arguments || {}).task);
+    if (answerIsTheReply(step)) return member + "'s answer is the reply";
     switch (result.status) {
       case "answered": return member + " answered" + (result.answer ? ": " + excerpt(result.answer) : "");
       case "escalated": {
@@ -265,7 +273,10 @@
       field(body, "Member", memberOf(step));
       field(body, "Task", String((step.arguments || {}).task || ""));
       if ((step.arguments || {}).context) field(body, "Context", String(step.arguments.context));
-      if (typeof result.answer === "string" && result.answer) field(body, "Answer", result.answer);
+      // A request handed over without a model call says why it went to this member (the server's words).
+      if (typeof result.routed === "string" && result.routed) field(body, "Why this member", result.routed);
+      if (answerIsTheReply(step)) field(body, "Answer", "The reply, word for word (not repeated here)");
+      else if (typeof result.answer === "string" && result.answer) field(body, "Answer", result.answer);
       if (Array.isArray(result.problems)) {
         field(body, "What failed", result.problems.map(function (problem) {
           return (problem.tool || "") + ": " + (problem.status || "") + (problem.reason ? " — " + problem.reason : "");
