@@ -54,6 +54,10 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
     last_failed = bool(own_steps) and own_steps[-1].failed
     if child.status == Status.SUCCEEDED and not last_failed:
         outcome.update(status=ANSWERED, answer=child.reply)
+        if child.answered_by_id is not None:
+            # Its answer is one a member it asked wrote (a handoff two levels down): that member is named.
+            outcome["written_by"] = AgentRun.objects.filter(pk=child.answered_by_id).values_list(
+                "spec", flat=True).first()
     elif child.status == Status.SUCCEEDED:
         last = own_steps[-1]
         outcome.update(status=ESCALATED, answer=child.reply, reason=(

@@ -172,6 +172,7 @@ def test_a_handoff_two_members_deep_names_the_member_that_wrote_the_answer(
     assert [(run.spec, run.depth, run.reply, run.answered_by_id) for run in (top, desk, clerk)] == [
         ("test-router", 0, answer, clerk.pk), ("test-desk", 1, answer, clerk.pk), ("test-clerk", 2, answer, None)]
     assert [model_calls(run) for run in (top, desk, clerk)] == [1, 0, 2]
+    assert top.steps.get(tool_name="ask_test-desk").result["written_by"] == "test-clerk"
     assert len(fake_openai.bodies) == 3
     # The clerk two levels down wrote to the person: its text streamed as the reply.
     streamed = [event for event in events if event["type"] == "assistant.token"]

@@ -104,7 +104,11 @@
     var member = memberOf(step);
     var reason = excerpt(result.reason || step.reason);
     if (step.state !== "finished") return "Asked " + member + ": " + excerpt((step.arguments || {}).task);
-    if (answerIsTheReply(step)) return member + "'s answer is the reply";
+    if (answerIsTheReply(step)) {
+      var writer = typeof result.written_by === "string" ? result.written_by : "";
+      return writer && writer !== member ? member + " handed it to " + writer + ", whose answer is the reply"
+        : member + "'s answer is the reply";
+    }
     switch (result.status) {
       case "answered": return member + " answered" + (result.answer ? ": " + excerpt(result.answer) : "");
       case "escalated": {
