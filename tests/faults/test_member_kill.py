@@ -100,3 +100,42 @@ def test_a_worker_killed_inside_a_handed_over_member_resumes_it_and_its_answer_i
     assert windows == {"fault-asker": [(top.pk, None)], "fault-member": [(member.pk, "person")]}
     stack.assert_all_alive()
     page.close()
+
+
+def test_a_worker_killed_two_members_deep_in_a_handoff_resumes_and_the_deepest_answer_is_the_reply(
+    alice: Any, stack: Stack
+) -> None:
+    """lead → asker → member, each handing over: the worker dies inside the member, two levels down; the tree
+    resumes, every effect once, and the member's answer is the one reply, naming it, with neither the lead's
+    nor the asker's model asked again."""
+    stack.script_for("fault-lead", {"tool_calls": [{"name": "ask_fault-asker", "arguments": {"task": "Go."}}]})
+    stack.script_for("fault-asker", {"tool_calls": [{"name": "ask_fault-member", "arguments": {"task": "Go on."}}]})
+    stack.script_for(
+        "fault-member",
+        {"tool_calls": [{"name": "test_slow_effect", "arguments": {"label": "deep-during", "seconds": 5}}]},
+        {"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "deep-after"}}]},
+        {"text": "Done two levels down."},
+    )
+    AgentChat.objects.create(owner=alice, spec="fault-lead")
+    page = stack.socket(alice)
+    top_id = page.send_message("pass it down")["run_id"]
+    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
+                                              state="started").exists(),
+             timeout=20, what="the deepest member's slow tool to start")
+
+    stack.worker.kill()
+    stack.worker.start()
+    top = stack.wait_for_run(top_id, timeout=40)
+
+    assert_one_reply(top, "Done two levels down.")
+    asker = AgentRun.objects.get(parent_id=top_id)
+    member = AgentRun.objects.get(parent=asker)
+    assert (top.answered_by_id, asker.answered_by_id, member.status) == (member.pk, member.pk, "succeeded")
+    assert AgentMessage.objects.get(run=top, role="assistant").member == "fault-member"
+    assert [run.steps.filter(kind=AgentStep.Kind.MODEL_CALL).count() for run in (top, asker)] == [1, 1]
+    assert [Effect.objects.filter(label=label).count() for label in ("deep-during", "deep-after")] == [0, 1]
+    windows = {profile.spec_name: [entry["run_id"] for entry in profile.window]
+               for profile in AgentProfile.objects.filter(owner=alice)}
+    assert windows == {"fault-lead": [top.pk], "fault-asker": [asker.pk], "fault-member": [member.pk]}
+    stack.assert_all_alive()
+    page.close()
