@@ -222,19 +222,34 @@ class Stack:
     worker: subprocess.Popen[bytes]
     postgres_pid: int
     redis_pid: int
-    #: The output of "web" (daphne) and "worker", kept after the stack stops.
+    #: The output of "web" (daphne) and "worker", kept after the stack stops; "web-<spec>" for another spec's daphne.
     logs: dict[str, Path]
+    #: The spec each daphne gives new chats (ASSISTANT_SPEC), and its port: the first is `web`'s.
+    ports: dict[str, int] = field(default_factory=dict)
+    #: The daphnes of the other specs, if any.
+    other_webs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
     def origin(self) -> str:
         return self.http_url.rstrip("/")
 
+    @property
+    def specs(self) -> list[str]:
+        return list(self.ports)
+
+    def ws_url_for(self, spec: str | None = None) -> str:
+        """The socket of the daphne whose new chats are under `spec` (None: the first)."""
+        return self.ws_url if spec is None else f"ws://{HOST}:{self.ports[spec]}/ws/assistant/"
+
+    def origin_for(self, spec: str | None = None) -> str:
+        return self.origin if spec is None else f"http://{HOST}:{self.ports[spec]}"
+
     def processes(self) -> dict[str, list[int]]:
-        """The pids of every process of each kind now: daphne; the worker with its pool processes; the
-        PostgreSQL server with its backends; Redis."""
+        """The pids of every process of each kind now: daphne (every one); the worker with its pool processes;
+        the PostgreSQL server with its backends; Redis."""
         children = _children_by_parent()
         return {
-            "web": _tree(self.web.pid, children),
+            "web": [pid for web in (self.web, *self.other_webs) for pid in _tree(web.pid, children)],
             "worker": _tree(self.worker.pid, children),
             "postgres": _tree(self.postgres_pid, children),
             "redis": _tree(self.redis_pid, children),
@@ -242,24 +257,38 @@ class Stack:
 
 
 @contextmanager
-def stack(*, model: str, database_name: str, worker_concurrency: int = 2) -> Iterator[Stack]:
+def stack(*, model: str, database_name: str, worker_concurrency: int = 2,
+          specs: Sequence[str] = ("default",)) -> Iterator[Stack]:
     """A throwaway database `database_name` (created, migrated, dropped at exit), a Celery worker with
     `make run`'s flags and daphne on a free port, both on that database with `ASSISTANT_MODEL=model`. Yields
-    once both answer; stops both (their process groups) at exit."""
+    once both answer; stops both (their process groups) at exit.
+
+    `specs`: the spec new chats get (ASSISTANT_SPEC), one daphne each; the first is the worker's too. The
+    default is the single assistant (the site's own default is the demo society): what these benchmarks always
+    measured. A run keeps its chat's spec, so one worker serves every spec the site declares."""
     clear_leftovers()
     LOG_DIR.mkdir(parents=True, exist_ok=True)
+    if not specs or len(set(specs)) != len(specs):
+        raise ValueError(f"specs must name each spec once: {specs!r}")
     logs = {kind: LOG_DIR / f"{database_name}-{kind}.log" for kind in ("web", "worker")}
+    logs.update({f"web-{spec}": LOG_DIR / f"{database_name}-web-{spec}.log" for spec in specs[1:]})
     with throwaway_database(database_name) as database_url:
-        # The single assistant (the site's default is the demo society): what these benchmarks always measured.
-        env = {**os.environ, "DATABASE_URL": database_url, "ASSISTANT_MODEL": model, "ASSISTANT_SPEC": "default",
+        env = {**os.environ, "DATABASE_URL": database_url, "ASSISTANT_MODEL": model, "ASSISTANT_SPEC": specs[0],
                "DJANGO_SETTINGS_MODULE": settings.SETTINGS_MODULE, "LOG_LEVEL": "WARNING"}
         postgres_pid, redis_pid = _postmaster_pid(), _redis_pid()
         try:
             with celery_worker(env, concurrency=worker_concurrency, log=logs["worker"]) as worker, \
-                    daphne(env, logs["web"]) as (web, port):
+                    daphne(env, logs["web"]) as (web, port), contextlib.ExitStack() as others:
+                ports = {specs[0]: port}
+                other_webs = []
+                for spec in specs[1:]:
+                    other, ports[spec] = others.enter_context(
+                        daphne({**env, "ASSISTANT_SPEC": spec}, logs[f"web-{spec}"]))
+                    other_webs.append(other)
                 yield Stack(http_url=f"http://{HOST}:{port}/", ws_url=f"ws://{HOST}:{port}/ws/assistant/",
                             database_url=database_url, model=model, web=web, worker=worker,
-                            postgres_pid=postgres_pid, redis_pid=redis_pid, logs=logs)
+                            postgres_pid=postgres_pid, redis_pid=redis_pid, logs=logs, ports=ports,
+                            other_webs=other_webs)
         finally:
             for kind, log in logs.items():
                 if log.exists() and any(mark in log.read_text(errors="replace") for mark in ("Traceback", " ERROR ")):
@@ -417,22 +446,25 @@ class Tab:
         self.close_code = self._socket.close_code
 
 
-async def _open_tab(site: Stack, person: Person, number: int) -> Tab:
+async def _open_tab(site: Stack, person: Person, number: int, spec: str | None = None) -> Tab:
     from websockets.asyncio.client import connect
     from websockets.typing import Origin
 
     tab = Tab(person=person, number=number)
     # As a browser: no client pings (daphne pings, and the reader answers), no frame size limit.
-    tab._socket = await connect(site.ws_url, origin=Origin(site.origin), additional_headers={"Cookie": person.cookie},
-                                ping_interval=None, max_size=None, open_timeout=START_TIMEOUT_SECONDS)
+    tab._socket = await connect(site.ws_url_for(spec), origin=Origin(site.origin_for(spec)),
+                                additional_headers={"Cookie": person.cookie}, ping_interval=None, max_size=None,
+                                open_timeout=START_TIMEOUT_SECONDS)
     tab._reader = asyncio.create_task(tab._read())
     return tab
 
 
-async def open_tabs(site: Stack, crowd: Sequence[Person], tabs_per_person: int = 2) -> list[Tab]:
+async def open_tabs(site: Stack, crowd: Sequence[Person], tabs_per_person: int = 2, *,
+                    spec: str | None = None) -> list[Tab]:
     """One socket per tab, `tabs_per_person` for each person (all opened at once), in the order of `crowd`:
-    the first person's tabs first. Each reads every frame as it arrives from now on."""
-    return list(await asyncio.gather(*(_open_tab(site, person, number) for person in crowd
+    the first person's tabs first. Each reads every frame as it arrives from now on. `spec`: open them on the
+    daphne whose new chats are under that spec (one of the stack's `specs`; None: the first)."""
+    return list(await asyncio.gather(*(_open_tab(site, person, number, spec) for person in crowd
                                        for number in range(1, tabs_per_person + 1))))
 
 
