@@ -17,7 +17,17 @@ Each person has a project with six tasks and asks "what are my open tasks?": the
 one real read (`tracker_task_list` filtered to the open ones) and answers with what it found — two model
 calls and one tool call, three finished steps a turn.
 
-Size: BENCH_THROUGHPUT_TURNS (1000), BENCH_THROUGHPUT_PEOPLE (100), BENCH_THROUGHPUT_BASELINE_TURNS (100).
+The society, in the same sitting: the same load (as many turns from as many other people, the same data and
+question) sent to a second daphne whose new chats are under the demo society (ASSISTANT_SPEC=orchestrator, the
+site's own default), on the same worker, database and Redis, right after the single assistant's load
+(BENCH_THROUGHPUT_SOCIETY=before sends it first, =off leaves it out). Its turn is the orchestrator's run, which
+hands the read to its reader (routed without a model call while the registry lets it, else after one model
+call) and takes the reader's answer as its reply. Figures: turns/s and time to reply for both, the ratio
+society / single against the goal of ≥ 0.9×, CPU per turn, and what a turn was made of (runs, model calls and
+steps, from the rows; turns routed without a call).
+
+Size: BENCH_THROUGHPUT_TURNS (1000), BENCH_THROUGHPUT_PEOPLE (100), BENCH_THROUGHPUT_BASELINE_TURNS (100): the
+society's load is the same size, so about twice the time; a smaller TURNS makes both smaller.
 """
 
 from __future__ import annotations
@@ -39,6 +49,11 @@ from benchmarks.load import Person, Stack, Tab, cpu_seconds, env_size, open_tabs
 
 MODEL = "offline"
 QUESTION = "what are my open tasks?"
+#: The single assistant (every tool) and the demo society's orchestrator: what new chats get on each daphne.
+SINGLE, SOCIETY = "default", "orchestrator"
+#: The society's throughput against the single assistant's, under the same load in the same sitting.
+GOAL_SOCIETY_RATIO = 0.9
+SOCIETY_ORDERS = ("after", "before", "off")
 TABS_PER_PERSON = 2
 GOAL_TURNS_PER_SECOND = 25.0
 GOAL_CORES = 2  # the machine the goal is set for
@@ -68,6 +83,20 @@ class Counts:
     finished_steps_seen: int
     requeued_runs: int
     claimed_more_than_once: int
+    #: Runs that members of the society worked (every one of them ended too): 0 for the single assistant.
+    member_runs: int = 0
+
+
+@dataclass
+class Shape:
+    """What the turns were made of, from the rows: a turn's tree of runs and its steps, averaged over the turns."""
+
+    runs_per_turn: float
+    model_calls_per_turn: float
+    steps_per_turn: float
+    tool_calls_per_turn: float
+    #: Turns whose top run handed the request to a member without a model call (its delegation step's `routed`).
+    routed_turns: int
 
 
 @dataclass
@@ -95,6 +124,11 @@ class Result:
     stored_within_seconds: float
     #: CPU seconds a second, by kind, with every tab open and nothing sent (before the load).
     idle_cpu_per_second: dict[str, float]
+    #: The spec of the load's chats, and what its turns were made of.
+    spec: str = SINGLE
+    shape: Shape | None = None
+    #: The same load under the society in the same sitting (its baseline fields are the single assistant's).
+    society: Result | None = None
 
 
 def _shares(total: int, parts: int) -> list[int]:
@@ -221,8 +255,8 @@ async def _until_worker_idle(site: Stack) -> None:
 
 
 async def _load(site: Stack, crowd: list[Person], shares: list[int], timeout: float,
-                idle_seconds: float = IDLE_SECONDS) -> _Load:
-    tabs = await open_tabs(site, crowd, TABS_PER_PERSON)
+                idle_seconds: float = IDLE_SECONDS, spec: str | None = None) -> _Load:
+    tabs = await open_tabs(site, crowd, TABS_PER_PERSON, spec=spec)
     own_tabs = {person.user_id: [tab for tab in tabs if tab.person is person] for person in crowd}
     expected = {tab: share for person, share in zip(crowd, shares, strict=True) for tab in own_tabs[person.user_id]}
     sent_at: dict[str, float] = {}
@@ -277,7 +311,8 @@ def _timings(load: _Load) -> tuple[list[float], float]:
 
 def _count(crowd: list[Person], shares: list[int], tabs: list[Tab]) -> Counts:
     """Every message answered exactly once, in the database and on both tabs; AssertionError saying what
-    differs otherwise."""
+    differs otherwise. A message's run may have asked members (the society): every run of its tree must have
+    succeeded, the top run answers the chat, and every finished step of the tree reaches both tabs."""
     from assistant.models import AgentMessage, AgentRun, AgentStep
 
     owners = [person.user_id for person in crowd]
@@ -286,15 +321,19 @@ def _count(crowd: list[Person], shares: list[int], tabs: list[Tab]) -> Counts:
     runs_by_status = dict(Counter(runs.values_list("status", flat=True)))
     replies = Counter(AgentMessage.objects.filter(owner_id__in=owners, role=AgentMessage.Role.ASSISTANT)
                       .values_list("run_id", flat=True))
-    run_owner = dict(runs.values_list("pk", "owner_id"))
+    every_owner = dict(runs.values_list("pk", "owner_id"))
+    # The runs the messages started: the ones the chat's replies belong to.
+    run_owner = dict(runs.filter(parent__isnull=True).values_list("pk", "owner_id"))
+    member_runs = len(every_owner) - len(run_owner)
     finished: dict[int, set[tuple[int, int]]] = {owner: set() for owner in owners}
     for run_id, seq in AgentStep.objects.filter(run__owner_id__in=owners, state=AgentStep.State.FINISHED) \
             .values_list("run_id", "seq"):
-        finished[run_owner[run_id]].add((run_id, seq))
+        finished[every_owner[run_id]].add((run_id, seq))
 
     problems = []
-    if runs_by_status != {AgentRun.Status.SUCCEEDED: turns}:
-        problems.append(f"runs by status {runs_by_status}, expected {turns} succeeded")
+    if len(run_owner) != turns or set(runs_by_status) != {AgentRun.Status.SUCCEEDED}:
+        problems.append(f"runs by status {runs_by_status} ({len(run_owner)} top runs), expected {turns} top runs "
+                        "and every run succeeded")
     if set(replies) != set(run_owner) or set(replies.values()) != {1}:
         problems.append(f"{sum(replies.values())} reply messages for {len(replies)} of {len(run_owner)} runs")
     replied_frames = finished_seen = 0
@@ -315,9 +354,10 @@ def _count(crowd: list[Person], shares: list[int], tabs: list[Tab]) -> Counts:
         turns=turns, runs_by_status=runs_by_status, reply_messages=sum(replies.values()),
         replied_frames=replied_frames, finished_step_rows=sum(len(steps) for steps in finished.values()),
         finished_steps_seen=finished_seen, requeued_runs=runs.filter(requeued_at__isnull=False).count(),
-        claimed_more_than_once=runs.filter(attempts__gt=1).count(),
+        claimed_more_than_once=runs.filter(attempts__gt=1).count(), member_runs=member_runs,
     )
-    print(f"answered: {counts.turns} messages → runs {counts.runs_by_status}, {counts.reply_messages} reply "
+    members = f" ({member_runs} of them members' runs)" if member_runs else ""
+    print(f"answered: {counts.turns} messages → runs {counts.runs_by_status}{members}, {counts.reply_messages} reply "
           f"messages; assistant.replied frames {counts.replied_frames} of {TABS_PER_PERSON * turns} "
           f"({TABS_PER_PERSON} tabs a person); finished steps seen {counts.finished_steps_seen} of "
           f"{TABS_PER_PERSON * counts.finished_step_rows} ({counts.finished_step_rows} rows × {TABS_PER_PERSON} tabs)")
@@ -332,7 +372,8 @@ def _count(crowd: list[Person], shares: list[int], tabs: list[Tab]) -> Counts:
 def _claim_to_finish(crowd: list[Person]) -> list[float]:
     from assistant.models import AgentRun
 
-    rows = AgentRun.objects.filter(owner_id__in=[person.user_id for person in crowd]) \
+    # The top runs: a member's run is worked inside its asker's (the worker holds both).
+    rows = AgentRun.objects.filter(owner_id__in=[person.user_id for person in crowd], parent__isnull=True) \
         .values_list("started_at", "finished_at")
     # Every run has ended (checked before): each was claimed and finished.
     return [(finished - started).total_seconds() for started, finished in rows if started and finished]
@@ -344,33 +385,62 @@ def _stored_within(crowd: list[Person], load: _Load) -> float:
 
     from assistant.models import AgentRun
 
-    last = AgentRun.objects.filter(owner_id__in=[person.user_id for person in crowd]).aggregate(Max("created_at"))
+    last = AgentRun.objects.filter(owner_id__in=[person.user_id for person in crowd], parent__isnull=True) \
+        .aggregate(Max("created_at"))
     # The two clocks meet at the load's start: the wall clock read then, beside the monotonic one.
     return (last["created_at__max"].timestamp() - load.first_send_wall)
 
 
-def measure(*, turns: int, people_count: int, baseline_turns: int, database_name: str = "bench_throughput") -> Result:
+def _shape(crowd: list[Person], turns: int) -> Shape:
+    """What the crowd's turns were made of, from their rows."""
+    from assistant.models import AgentRun, AgentStep
+
+    owners = [person.user_id for person in crowd]
+    kinds = Counter(AgentStep.objects.filter(run__owner_id__in=owners).values_list("kind", flat=True))
+    routed = AgentStep.objects.filter(run__owner_id__in=owners, run__parent__isnull=True,
+                                      kind=AgentStep.Kind.TOOL_CALL, result__has_key="routed") \
+        .values("run_id").distinct().count()
+    return Shape(runs_per_turn=AgentRun.objects.filter(owner_id__in=owners).count() / turns,
+                 model_calls_per_turn=kinds[AgentStep.Kind.MODEL_CALL] / turns,
+                 steps_per_turn=sum(kinds.values()) / turns,
+                 tool_calls_per_turn=kinds[AgentStep.Kind.TOOL_CALL] / turns, routed_turns=routed)
+
+
+def measure(*, turns: int, people_count: int, baseline_turns: int, database_name: str = "bench_throughput",
+            society: str = "after") -> Result:
     """Run the benchmark at this size on a stack of its own; see the module's docstring."""
-    with stack(model=MODEL, database_name=database_name, worker_concurrency=WORKER_POOL) as site:
-        return measure_on(site, turns=turns, people_count=people_count, baseline_turns=baseline_turns)
+    specs = (SINGLE,) if society == "off" else (SINGLE, SOCIETY)
+    with stack(model=MODEL, database_name=database_name, worker_concurrency=WORKER_POOL, specs=specs) as site:
+        return measure_on(site, turns=turns, people_count=people_count, baseline_turns=baseline_turns,
+                          society=society)
 
 
 def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: int,
-               idle_seconds: float = IDLE_SECONDS) -> Result:
+               idle_seconds: float = IDLE_SECONDS, society: str = "off") -> Result:
     """Run the benchmark at this size on `site` (a stack of MODEL, with a pool of WORKER_POOL); the tabs stay
-    open `idle_seconds` before the load to measure what they cost by themselves."""
+    open `idle_seconds` before the load to measure what they cost by themselves. `society`: "after" or "before"
+    runs the same load under the society (the stack must have a daphne for it) after or before the single
+    assistant's, both between the baseline's halves; "off" leaves it out."""
     from assistant.conf import assistant_settings
 
+    if society not in SOCIETY_ORDERS:
+        raise ValueError(f"society must be one of {', '.join(SOCIETY_ORDERS)}, not {society!r}")
+    order = {"after": [SINGLE, SOCIETY], "before": [SOCIETY, SINGLE], "off": [SINGLE]}[society]
+    missing = [spec for spec in order if spec not in site.specs]
+    if missing:
+        raise ValueError(f"the stack has no daphne for {missing} (it has {site.specs})")
     shares = _shares(turns, people_count)
     limit = assistant_settings.RUNS_PER_MINUTE
     if shares[0] > limit:
         raise ValueError(f"{shares[0]} messages a person is over RUNS_PER_MINUTE ({limit}): add people")
     halves = _shares(baseline_turns, 2)
-    crowd = people(people_count, "load")
+    # Each load's own people (the rate limit and the registry's records are per person).
+    crowds = {spec: people(people_count, "load" if spec == SINGLE else f"load-{spec}") for spec in order}
     # The baseline's people: up to ten turns each, a crowd for each half.
     baseline_crowds = [people(-(-half // 10), f"baseline{number}") for number, half in enumerate(halves)]
     warm = people(1, "warm")
-    _give_tracker_data([*crowd, *warm, *(person for group in baseline_crowds for person in group)])
+    _give_tracker_data([*(person for crowd in crowds.values() for person in crowd), *warm,
+                        *(person for group in baseline_crowds for person in group)])
     # This process's first turns import and load what a worker loads when it starts.
     _baseline(site, warm, [BASELINE_WARMUP_TURNS])
 
@@ -384,22 +454,35 @@ def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: in
         baseline_seconds.extend(seconds)
 
     baseline_half(0)
-    load = asyncio.run(_load(site, crowd, shares, timeout=max(60.0, 0.5 * turns), idle_seconds=idle_seconds))
+    loads = {}
+    for spec in order:
+        print(f"load: {turns} turns under {spec!r}", flush=True)
+        loads[spec] = asyncio.run(_load(site, crowds[spec], shares, timeout=max(60.0, 0.5 * turns),
+                                        idle_seconds=idle_seconds, spec=spec))
     baseline_half(1)
-    counts = _count(crowd, shares, load.tabs)
-    reply_seconds, last_reply = _timings(load)
-    return Result(
-        people=people_count, turns=turns, counts=counts, turns_per_second=turns / (last_reply - load.first_send),
-        reply_seconds=reply_seconds,
-        cpu_per_turn=_per_turn(load.cpu_before, load.cpu_after, (*SERVER_KINDS, "client"), turns),
-        baseline_cpu_per_turn=baseline_cpu, baseline_turns=halves, baseline_seconds_per_turn=baseline_seconds,
-        frames_per_turn={kind: number / turns for kind, number in
-                         Counter(str(frame.get("type")) for tab in load.tabs for _, frame in tab.frames).most_common()},
-        cpu_window_seconds=load.cpu_window_seconds, load_average=load.load_average,
-        claim_to_finish_seconds=_claim_to_finish(crowd),
-        stored_within_seconds=_stored_within(crowd, load),
-        idle_cpu_per_second=load.idle_cpu_per_second,
-    )
+    results = {}
+    for spec in order:
+        crowd, load = crowds[spec], loads[spec]
+        print(f"{spec!r}: ", end="")
+        counts = _count(crowd, shares, load.tabs)
+        reply_seconds, last_reply = _timings(load)
+        results[spec] = Result(
+            people=people_count, turns=turns, counts=counts, turns_per_second=turns / (last_reply - load.first_send),
+            reply_seconds=reply_seconds,
+            cpu_per_turn=_per_turn(load.cpu_before, load.cpu_after, (*SERVER_KINDS, "client"), turns),
+            baseline_cpu_per_turn=baseline_cpu, baseline_turns=halves, baseline_seconds_per_turn=baseline_seconds,
+            frames_per_turn={kind: number / turns for kind, number in
+                             Counter(str(frame.get("type")) for tab in load.tabs for _, frame in tab.frames)
+                             .most_common()},
+            cpu_window_seconds=load.cpu_window_seconds, load_average=load.load_average,
+            claim_to_finish_seconds=_claim_to_finish(crowd),
+            stored_within_seconds=_stored_within(crowd, load),
+            idle_cpu_per_second=load.idle_cpu_per_second,
+            spec=spec, shape=_shape(crowd, turns),
+        )
+    single = results[SINGLE]
+    single.society = results.get(SOCIETY)
+    return single
 
 
 def cores() -> int:
@@ -428,7 +511,9 @@ def report(result: Result) -> None:
     print(f"size: {result.people} people × {TABS_PER_PERSON} tabs, {result.turns} turns "
           f"({result.turns // result.people} a person, each in a new chat, all sent at once), model {MODEL!r}; "
           f"baseline {sum(result.baseline_turns)} turns in this process "
-          f"({' before, '.join(str(n) for n in result.baseline_turns)} after the load)")
+          f"({' before, '.join(str(n) for n in result.baseline_turns)} after the load"
+          f"{'s' if result.society is not None else ''})")
+    print(f"the single assistant ({result.spec!r}):")
     elsewhere = "" if machine == GOAL_CORES else f"; this machine has {machine}, so the ratio is not the goal's"
     print(f"throughput: {result.turns_per_second:.1f} turns/s (first send → last reply); goal ≥ "
           f"{GOAL_TURNS_PER_SECOND:.0f} on {GOAL_CORES} cores: ratio {ratio:.2f} ({'met' if ratio >= 1 else 'NOT met'}"
@@ -465,10 +550,64 @@ def report(result: Result) -> None:
     print(f"ours / baseline, CPU per turn: {_ratio(site, baseline_total)} (broker, sockets, queueing and delivery "
           f"to {TABS_PER_PERSON} tabs: {site - baseline_total:.1f} ms a turn); worker / in-process "
           f"{_ratio(ms['worker'], baseline['client'])}, postgres {_ratio(ms['postgres'], baseline['postgres'])}")
+    if result.shape is not None:
+        print(f"a turn's rows: {_shape_said(result.shape, result.turns)}")
+    if result.society is not None:
+        report_society(result, result.society)
+
+
+def _shape_said(shape: Shape, turns: int) -> str:
+    return (f"{shape.runs_per_turn:.2f} runs, {shape.model_calls_per_turn:.2f} model calls, "
+            f"{shape.tool_calls_per_turn:.2f} tool calls (delegations included), {shape.steps_per_turn:.2f} steps; "
+            f"routed without a call: {shape.routed_turns} of {turns} turns")
+
+
+def _cpu_ms(result: Result) -> float:
+    return sum(result.cpu_per_turn[kind] for kind in SERVER_KINDS) * 1000
+
+
+def report_society(single: Result, society: Result) -> None:
+    """The society beside the single assistant, under the same load in the same sitting."""
+    ratio = society.turns_per_second / single.turns_per_second
+    print(f"the society ({society.spec!r}), the same load from {society.people} other people on a daphne of its own, "
+          "the same worker, database and Redis:")
+    print(f"  throughput: {society.turns_per_second:.1f} turns/s against the single assistant's "
+          f"{single.turns_per_second:.1f}: society / single {ratio:.2f}× (goal ≥ {GOAL_SOCIETY_RATIO}×: "
+          f"{'met' if ratio >= GOAL_SOCIETY_RATIO else 'NOT met'})")
+    for name, values in (("time to reply (send → replied)", "reply_seconds"),
+                         ("claim → run finished in the worker", "claim_to_finish_seconds")):
+        ours, theirs = getattr(society, values), getattr(single, values)
+        scale, unit = (1, "s") if values == "reply_seconds" else (1000, "ms")
+        print(f"  {name}: p50 {statistics.median(ours) * scale:.{1 if scale == 1 else 0}f} {unit} "
+              f"(single {statistics.median(theirs) * scale:.{1 if scale == 1 else 0}f}), "
+              f"p95 {percentile(ours, 0.95) * scale:.{1 if scale == 1 else 0}f} {unit} "
+              f"(single {percentile(theirs, 0.95) * scale:.{1 if scale == 1 else 0}f}); "
+              f"×{statistics.median(ours) / statistics.median(theirs):.2f} at the median")
+    ms = {kind: seconds * 1000 for kind, seconds in society.cpu_per_turn.items()}
+    print("  CPU per turn under load: " + ", ".join(f"{kind} {ms[kind]:.1f} ms" for kind in SERVER_KINDS)
+          + f" = {_cpu_ms(society):.1f} ms, {_ratio(_cpu_ms(society), _cpu_ms(single))} the single assistant's "
+          f"{_cpu_ms(single):.1f} ms; worker {_ratio(ms['worker'], single.cpu_per_turn['worker'] * 1000)}, "
+          f"postgres {_ratio(ms['postgres'], single.cpu_per_turn['postgres'] * 1000)}")
+    machine = cores()
+    print(f"  at these CPU costs {machine} cores allow at most {machine * 1000 / _cpu_ms(society):.1f} turns/s for the "
+          f"society and {machine * 1000 / _cpu_ms(single):.1f} for the single assistant: "
+          f"{_ratio(_cpu_ms(single), _cpu_ms(society))} (the ratio a machine of its own would give, were the turns "
+          "bound by CPU alone)")
+    print(f"  the machine's load average went {society.load_average[0]:.1f} → {society.load_average[1]:.1f} "
+          f"(single: {single.load_average[0]:.1f} → {single.load_average[1]:.1f}); the site's processes used "
+          f"{_cpu_ms(society) / 1000 * society.turns / (society.cpu_window_seconds * machine):.0%} of {machine} cores "
+          f"(single: {_cpu_ms(single) / 1000 * single.turns / (single.cpu_window_seconds * machine):.0%})")
+    if society.shape is not None:
+        print(f"  a turn's rows: {_shape_said(society.shape, society.turns)}")
+    print("  frames a turn on the sockets (both tabs): "
+          + ", ".join(f"{kind} {number:.1f}" for kind, number in society.frames_per_turn.items()))
 
 
 def main() -> None:
     turns = env_size("BENCH_THROUGHPUT_TURNS", 1000)
     people_count = env_size("BENCH_THROUGHPUT_PEOPLE", 100)
     baseline_turns = env_size("BENCH_THROUGHPUT_BASELINE_TURNS", 100, least=2)  # halves before and after
-    report(measure(turns=turns, people_count=people_count, baseline_turns=baseline_turns))
+    society = os.environ.get("BENCH_THROUGHPUT_SOCIETY", "after")
+    if society not in SOCIETY_ORDERS:
+        raise SystemExit(f"BENCH_THROUGHPUT_SOCIETY must be one of {', '.join(SOCIETY_ORDERS)}, not {society!r}")
+    report(measure(turns=turns, people_count=people_count, baseline_turns=baseline_turns, society=society))

@@ -1,5 +1,6 @@
 """A smoke test of the load harness (benchmarks/load.py) and the throughput benchmark at a tiny size: a real
-worker and daphne on a throwaway database, real sockets. The full-size benchmark is `make bench`."""
+worker and daphne on a throwaway database, real sockets, the single assistant's load and then the society's (a
+second daphne, whose new chats are the demo society's). The full-size benchmark is `make bench`."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def site(django_db_blocker: Any) -> Any:
     # The suite's own workers listen on the same broker: they would take the stack's runs to their database.
     stop_every_sweeper()
     with django_db_blocker.unblock(), stack(model=bench_throughput.MODEL, database_name="test_bench_load_smoke",
-                                            worker_concurrency=bench_throughput.WORKER_POOL) as running:
+                                            worker_concurrency=bench_throughput.WORKER_POOL,
+                                            specs=(bench_throughput.SINGLE, bench_throughput.SOCIETY)) as running:
         yield running
 
 
@@ -45,7 +47,8 @@ def _harness_checks(site: Stack) -> None:
     assert replied["run"]["status"] == "succeeded"  # seen by the tab that did not send it
     assert other.close_code == 1000
     assert len(processes["worker"]) == 1 + bench_throughput.WORKER_POOL  # the worker and its pool
-    assert len(processes["web"]) == 1 and len(processes["redis"]) == 1 and len(processes["postgres"]) > 1
+    # A daphne a spec.
+    assert len(processes["web"]) == 2 and len(processes["redis"]) == 1 and len(processes["postgres"]) > 1
     # One turn's CPU, counted in clock ticks (10 ms): the web process and the worker spend several; PostgreSQL,
     # Redis and this process may spend less than one here (the turns below measure them).
     spent = {kind: after[kind] - before[kind] for kind in after}
@@ -62,7 +65,8 @@ def test_tabs_see_their_persons_events_and_three_people_get_every_message_answer
 ) -> None:
     _harness_checks(site)
 
-    result = bench_throughput.measure_on(site, turns=6, people_count=3, baseline_turns=2, idle_seconds=0.5)
+    result = bench_throughput.measure_on(site, turns=6, people_count=3, baseline_turns=2, idle_seconds=0.5,
+                                         society="after")
 
     counts = result.counts
     assert counts.runs_by_status == {"succeeded": 6}
@@ -76,3 +80,16 @@ def test_tabs_see_their_persons_events_and_three_people_get_every_message_answer
     # Every kind of process did work for the turns, and the baseline's turns were measured too.
     assert all(result.cpu_per_turn[kind] > 0 for kind in ("web", "worker", "postgres"))
     assert len(result.baseline_seconds_per_turn) == 2
+    assert result.shape is not None and (result.shape.runs_per_turn, result.shape.model_calls_per_turn) == (1, 2)
+
+    # The same load under the society: each message's run asks the reader, whose answer is the reply.
+    society = result.society
+    assert society is not None and society.spec == bench_throughput.SOCIETY
+    assert society.counts.runs_by_status == {"succeeded": 2 * 6} and society.counts.member_runs == 6
+    assert society.counts.reply_messages == 6 and society.counts.replied_frames == 2 * 6
+    assert society.counts.finished_steps_seen == 2 * society.counts.finished_step_rows
+    assert society.shape is not None and society.shape.runs_per_turn == 2
+    # The reader's two model calls, and the orchestrator's one where the request was not routed to the reader.
+    assert 2 <= society.shape.model_calls_per_turn <= 3
+    assert society.turns_per_second > 0 and len(society.reply_seconds) == 6
+    bench_throughput.report(result)  # prints both, with the ratio
