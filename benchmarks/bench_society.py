@@ -32,13 +32,17 @@ from benchmarks.load import Person, Stack, Tab, env_size, open_tabs, people, sta
 
 MODEL = "offline"
 SINGLE, SOCIETY = "default", "orchestrator"
-#: (name, what the person types); what each should leave in the tracker is checked in `_problems`.
+LIST = "What are my open tasks?"
+#: (name, what the person types); what each should leave in the tracker is checked in `_problems`. The last is the
+#: list again once the person has asked it MIN_SAMPLE more times (not measured): by then the registry has a record
+#: of the member that answers it, as it soon has on a site in use, and routing reads that record.
 REQUESTS = (
-    ("list", "What are my open tasks?"),
+    ("list", LIST),
     ("create", "Add the task 'Buy milk' to the project 'Home'"),
     ("Garden", "create a project Garden with the tasks 'water the plants' and 'buy seeds', then tell me my open "
                "tasks"),
     ("delete (approved)", "delete the task 'Buy milk'"),
+    ("list, with records", LIST),
 )
 #: The person's tracker before the requests: alice's project "Home" of the demo data (tracker/demo.py).
 HOME_TASKS = (("Fix the kitchen tap", "todo"), ("Book the boiler service", "doing"), ("Sort the recycling", "done"))
@@ -129,10 +133,17 @@ async def _ask(tab: Tab, chat_id: int, content: str, request_id: str) -> tuple[i
 
 
 async def _ask_all(site: Stack, person: Person, chats: list[int], tag: str) -> list[tuple[int, float, int]]:
+    """The REQUESTS in order, each in its chat of `chats`; before the last, the list MIN_SAMPLE times more in the
+    chats that follow (their figures are not kept)."""
     [tab] = await open_tabs(site, [person], 1)
     try:
-        return [await _ask(tab, chat_id, content, f"{tag}:{number}")
-                for number, (chat_id, (_, content)) in enumerate(zip(chats, REQUESTS, strict=True))]
+        asked = []
+        for number, (chat_id, (_, content)) in enumerate(zip(chats, REQUESTS[:-1], strict=False)):
+            asked.append(await _ask(tab, chat_id, content, f"{tag}:{number}"))
+        for number, chat_id in enumerate(chats[len(REQUESTS):]):
+            await _ask(tab, chat_id, LIST, f"{tag}:records{number}")
+        asked.append(await _ask(tab, chats[len(REQUESTS) - 1], REQUESTS[-1][1], f"{tag}:last"))
+        return asked
     finally:
         await tab.close()
 
@@ -190,14 +201,15 @@ def _problems(person: Person, measured: list[Measured]) -> list[str]:
 
 # --- the sitting -------------------------------------------------------------------------------------------
 
-def measure(repeats: int) -> dict[str, list[list[Measured]]]:
+def measure(repeats: int, database_name: str = "bench_society") -> dict[str, list[list[Measured]]]:
     """Each spec's requests, `repeats` times (a new person each time, the specs' order alternating): by spec, a
     list per repetition of the requests' figures."""
     from assistant.conf import assistant_settings
+    from registry.ranking import MIN_SAMPLE
 
     found: dict[str, list[list[Measured]]] = {SINGLE: [], SOCIETY: []}
     problems: list[str] = []
-    with stack(model=MODEL, database_name="bench_society") as site:
+    with stack(model=MODEL, database_name=database_name) as site:
         # The worker runs each chat's spec, whatever new chats get: the specs measured must be declared.
         missing = {SINGLE, SOCIETY} - set(assistant_settings.SPECS)
         if missing:
@@ -206,7 +218,7 @@ def measure(repeats: int) -> dict[str, list[list[Measured]]]:
             for spec in (SINGLE, SOCIETY) if number % 2 == 0 else (SOCIETY, SINGLE):
                 [person] = people(1, f"{spec}-{number + 1}")
                 _give_home(person)
-                chats = [_new_chat(person, spec) for _ in REQUESTS]
+                chats = [_new_chat(person, spec) for _ in range(len(REQUESTS) + MIN_SAMPLE)]
                 asked = asyncio.run(_ask_all(site, person, chats, f"{spec}-{number + 1}"))
                 measured = [_measured(name, spec, top, seconds, approvals)
                             for (name, _), (top, seconds, approvals) in zip(REQUESTS, asked, strict=True)]
