@@ -24,7 +24,9 @@ site's own default), on the same worker, database and Redis, right after the sin
 hands the read to its reader (routed without a model call while the registry lets it, else after one model
 call) and takes the reader's answer as its reply. Figures: turns/s and time to reply for both, the ratio
 society / single against the goal of ≥ 0.9×, CPU per turn, and what a turn was made of (runs, model calls and
-steps, from the rows; turns routed without a call).
+steps, from the rows; turns routed without a call). BENCH_THROUGHPUT_CLERK_RECORD=1 first gives the clerk a record
+in the registry (five tasks added through the society), as on a site in use: routing can then tell the reader
+from the clerk, and routes nearly every turn without the orchestrator's model call.
 
 Size: BENCH_THROUGHPUT_TURNS (1000), BENCH_THROUGHPUT_PEOPLE (100), BENCH_THROUGHPUT_BASELINE_TURNS (100): the
 society's load is the same size, so about twice the time; a smaller TURNS makes both smaller.
@@ -407,20 +409,43 @@ def _shape(crowd: list[Person], turns: int) -> Shape:
 
 
 def measure(*, turns: int, people_count: int, baseline_turns: int, database_name: str = "bench_throughput",
-            society: str = "after") -> Result:
+            society: str = "after", clerk_record: bool = False) -> Result:
     """Run the benchmark at this size on a stack of its own; see the module's docstring."""
     specs = (SINGLE,) if society == "off" else (SINGLE, SOCIETY)
     with stack(model=MODEL, database_name=database_name, worker_concurrency=WORKER_POOL, specs=specs) as site:
         return measure_on(site, turns=turns, people_count=people_count, baseline_turns=baseline_turns,
-                          society=society)
+                          society=society, clerk_record=clerk_record)
+
+
+def _give_the_clerk_a_record(site: Stack) -> None:
+    """The society's clerk with a record in the registry, as on a site where tasks were added through it: one
+    person adds MIN_SAMPLE tasks through the society's socket (each request routed to the clerk)."""
+    from benchmarks.bench_society import _ask, _give_home, _new_chat
+    from registry.ranking import MIN_SAMPLE
+
+    [person] = people(1, "clerk-record")
+    _give_home(person)
+    chats = [_new_chat(person, SOCIETY) for _ in range(MIN_SAMPLE)]
+
+    async def add_tasks() -> None:
+        [tab] = await open_tabs(site, [person], 1, spec=SOCIETY)
+        try:
+            for number, chat_id in enumerate(chats):
+                await _ask(tab, chat_id, f"Add the task 'Record {number + 1}' to the project 'Home'", f"record{number}")
+        finally:
+            await tab.close()
+
+    asyncio.run(add_tasks())
 
 
 def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: int,
-               idle_seconds: float = IDLE_SECONDS, society: str = "off") -> Result:
+               idle_seconds: float = IDLE_SECONDS, society: str = "off", clerk_record: bool = False) -> Result:
     """Run the benchmark at this size on `site` (a stack of MODEL, with a pool of WORKER_POOL); the tabs stay
     open `idle_seconds` before the load to measure what they cost by themselves. `society`: "after" or "before"
     runs the same load under the society (the stack must have a daphne for it) after or before the single
-    assistant's, both between the baseline's halves; "off" leaves it out."""
+    assistant's, both between the baseline's halves; "off" leaves it out. `clerk_record`: first give the society's
+    clerk a record in the registry (see `_give_the_clerk_a_record`): routing then tells it from the reader, which
+    has one after its first few runs, and routes the list to the reader without a model call."""
     from assistant.conf import assistant_settings
 
     if society not in SOCIETY_ORDERS:
@@ -443,6 +468,8 @@ def measure_on(site: Stack, *, turns: int, people_count: int, baseline_turns: in
                         *(person for group in baseline_crowds for person in group)])
     # This process's first turns import and load what a worker loads when it starts.
     _baseline(site, warm, [BASELINE_WARMUP_TURNS])
+    if clerk_record and society != "off":
+        _give_the_clerk_a_record(site)
 
     baseline_cpu: list[dict[str, float]] = []
     baseline_seconds: list[float] = []
@@ -610,4 +637,6 @@ def main() -> None:
     society = os.environ.get("BENCH_THROUGHPUT_SOCIETY", "after")
     if society not in SOCIETY_ORDERS:
         raise SystemExit(f"BENCH_THROUGHPUT_SOCIETY must be one of {', '.join(SOCIETY_ORDERS)}, not {society!r}")
-    report(measure(turns=turns, people_count=people_count, baseline_turns=baseline_turns, society=society))
+    clerk_record = os.environ.get("BENCH_THROUGHPUT_CLERK_RECORD", "") not in ("", "0")
+    report(measure(turns=turns, people_count=people_count, baseline_turns=baseline_turns, society=society,
+                   clerk_record=clerk_record))
