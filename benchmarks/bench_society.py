@@ -268,6 +268,9 @@ def _verdict(single: list[Measured], society: list[Measured]) -> tuple[str, bool
 def report(found: dict[str, list[list[Measured]]]) -> list[str]:
     """Prints the table; returns the requests that broke the bound, in words."""
     repeats = min(len(found[SINGLE]), len(found[SOCIETY]))
+    if not repeats:
+        print("no repetition has both specs' figures to compare")
+        return []
     print(f"model {MODEL!r}; each request in a chat of its spec through the socket, approvals given as the panel "
           f"does; {repeats} repetition(s), a new person each (a value per repetition where they differ; steps by "
           "kind: the last repetition's)")
