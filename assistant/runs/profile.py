@@ -64,7 +64,8 @@ def run_profile_entry(run: AgentRun, steps: list[AgentStep]) -> dict[str, Any]:
         entry["quality_score"], entry["quality_source"] = run.quality_score, QUALITY_THUMBS
     if run.parent_id is not None:
         # The member's record says who asked it: the spec of the run that handed it the work.
-        entry["asked_by"] = AgentRun.objects.filter(pk=run.parent_id).values_list("spec", flat=True).first()
+        entry["asked_by"] = (run.config or {}).get("asked_by") or AgentRun.objects.filter(
+            pk=run.parent_id).values_list("spec", flat=True).first()
         if (run.config or {}).get("hands_over"):
             # Asked alone, its answer was to be its asker's reply (a handoff): to the person, when it `answers_person`.
             entry["handoff"] = "person" if run.config.get("answers_person") else "asker"

@@ -9,13 +9,13 @@ then do is the member's own affair: its own tools under its own profile, never m
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from assistant.conf import assistant_settings
 from assistant.society.members import Member, member
 from assistant.tools.declarations import TOOL_NAME
-from registry.selectors import members_ranked
+from registry.selectors import RankedMember, members_ranked
 
 #: A delegation tool is named for its member: `ask_reader`, `ask_clerk`.
 DELEGATION_PREFIX = "ask_"
@@ -35,6 +35,7 @@ class DelegationTool:
     parameters: dict[str, Any]
     member: str
     annotation: str  # the member's record for this person, in words (registry.selectors.members_ranked)
+    ranked: RankedMember | None = field(default=None, compare=False)  # where the ranking put it, and why
     kind: str = "delegate"
     destructive: bool = False
     confirm: bool = False  # asking a member is not an action: the member's own actions ask first
@@ -94,7 +95,7 @@ def delegation_tools(*, owner: Any, asking: str | Member, path: Iterable[str] = 
             name=delegation_tool_name(delegate.name),
             description=_description(delegate, ranked.annotation, hands_over=hands_over),
             parameters=delegation_parameters(hands_over=hands_over), member=delegate.name,
-            annotation=ranked.annotation,
+            annotation=ranked.annotation, ranked=ranked,
         ))
     return tools
 

@@ -53,11 +53,11 @@ def member_outcome(child: AgentRun) -> dict[str, Any]:
     own_steps = [step for step in effects if step.run_id == child.pk]
     last_failed = bool(own_steps) and own_steps[-1].failed
     if child.status == Status.SUCCEEDED and not last_failed:
-        outcome.update(status=ANSWERED, answer=child.reply)
+        outcome.update(status=ANSWERED, answer=child.reply, written_by=child.spec, written_by_run=child.pk)
         if child.answered_by_id is not None:
             # Its answer is one a member it asked wrote (a handoff two levels down): that member is named.
-            outcome["written_by"] = AgentRun.objects.filter(pk=child.answered_by_id).values_list(
-                "spec", flat=True).first()
+            outcome.update(written_by_run=child.answered_by_id, written_by=AgentRun.objects.filter(
+                pk=child.answered_by_id).values_list("spec", flat=True).first() or child.spec)
     elif child.status == Status.SUCCEEDED:
         last = own_steps[-1]
         outcome.update(status=ESCALATED, answer=child.reply, reason=(
@@ -87,6 +87,10 @@ def subtree_effects(child: AgentRun) -> list[AgentStep]:
 
 
 def _subtree_steps(child: AgentRun) -> list[AgentStep]:
-    """The steps of `child` and of every run below it, oldest first (one query per level below, plus one)."""
+    """The steps of `child` and of every run below it, oldest first (one query when it asked no member; else
+    one per level below, plus two)."""
+    own = list(AgentStep.objects.filter(run_id=child.pk).order_by("created_at", "seq"))
+    if not any((step.result or {}).get("child_run_id") for step in own if step.kind == Kind.TOOL_CALL):
+        return own
     return list(AgentStep.objects.filter(run_id__in=subtree_run_ids([child.pk])).order_by("created_at", "seq"))
 

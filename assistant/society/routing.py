@@ -9,8 +9,8 @@ that may do it for this person leave one with a clear lead:
 2. the registry's ranking for this person (registry/ranking.py: success rate, plus INTENT_WEIGHT for the share of
    runs for this intent) puts one ahead of every other by at least LEAD_MARGIN, each with a record (MIN_SAMPLE
    runs); or
-3. no record tells them apart, and one does it with less authority than every other (a narrower permission
-   profile: a read goes to the member that only reads).
+3. one does it with less authority than every other (a narrower permission profile: a read goes to the member
+   that only reads), and no record puts another ahead of it (none has one, or the ranking puts it first).
 
 Anything else — a greeting, a question about the assistant, a request of several parts, one that points at "this"
 or answers a question the assistant just asked, or members the records cannot tell apart — goes to the model,
@@ -29,7 +29,7 @@ from assistant.society.members import Member, member
 from assistant.society.offer import DelegationTool
 from assistant.tools.offer import PROFILES, tools_for
 from registry.ranking import INTENT_WEIGHT
-from registry.selectors import RankedMember, members_ranked
+from registry.selectors import RankedMember
 
 #: How far ahead of every other member the records must put one (in points of score: success rate plus the
 #: intent's weight) for the request to be plainly its own: as much as doing only this kind of work is worth.
@@ -45,40 +45,50 @@ class Route:
     reason: str
 
 
-def plain_route(*, owner: Any, asking: Member, request: str, offered: Sequence[DelegationTool],
-                asked_a_question: bool = False) -> Route | None:
-    """Where `request` plainly goes among the members `offered` to the spec `asking` for `owner` (the run's
-    delegation tools), or None when the model should decide. `asked_a_question`: the assistant's last reply
-    asked the person something, so this request may be its answer, which only the conversation explains."""
-    if not offered or asked_a_question:
-        return None
+@dataclass(frozen=True)
+class PlainIntent:
+    """What a plain request asks for (a tool's name), and the members that may do it for this person."""
+
+    name: str
+    members: tuple[str, ...]
+
+
+def plain_intent_of(*, owner: Any, asking: Member, request: str, members: Sequence[str]) -> PlainIntent | None:
+    """The one intent `request` plainly has, when the spec `asking` cannot do it itself and some of `members`
+    (those it may ask) may do it for `owner`; None when the request is not plain. Read before the members are
+    ranked, so that they are ranked for it."""
     own = tools_for(owner, asking.name, asking.profile)
-    can_do: dict[str, list[Any]] = {tool.member: tools_for(owner, tool.member) for tool in offered}
+    can_do: dict[str, list[Any]] = {name: tools_for(owner, name) for name in members}
     # Read against every tool of the tree's next level and the asking spec's own: the one that fits best is
     # the intent, whoever has it.
     intent = plain_intent(request, [*own, *(each for tools in can_do.values() for each in tools)])
     if intent is None or any(tool.name == intent for tool in own):
         return None
-    able = [tool for tool in offered if any(each.name == intent for each in can_do[tool.member])]
+    able = tuple(name for name, tools in can_do.items() if any(tool.name == intent for tool in tools))
+    return PlainIntent(intent, able) if able else None
+
+
+def plain_route(*, intent: PlainIntent, offered: Sequence[DelegationTool]) -> Route | None:
+    """Where a request with the plain `intent` goes among the members `offered` (the run's delegation tools,
+    ranked for that intent), or None when the model should decide."""
+    able = [tool for tool in offered if tool.member in intent.members]
     if not able:
         return None
+    name = intent.name
     if len(able) == 1:
-        return Route(able[0], intent, f"routed to {able[0].member}: intent {intent}, the only member that may do it")
-    ranked = {ranked.spec_name: ranked for ranked in members_ranked(
-        owner=owner, spec_names=[tool.member for tool in able], intent=intent)}
+        return Route(able[0], name, f"routed to {able[0].member}: intent {name}, the only member that may do it")
+    order = [tool.ranked for tool in able if tool.ranked is not None]
     by_member = {tool.member: tool for tool in able}
-    leader = _clear_leader([ranked[name] for name in by_member])
+    leader = _clear_leader(order) if len(order) == len(able) else None
     if leader is not None:
-        return Route(by_member[leader.spec_name], intent, f"routed to {leader.spec_name}: intent {intent}, "
+        return Route(by_member[leader.spec_name], name, f"routed to {leader.spec_name}: intent {name}, "
                      f"{leader.stats.success_rate:.0%} success over {leader.stats.sample_size} runs, "
                      f"{leader.intent_runs} of them for it")
-    if any(ranked[name].proven for name in by_member):
-        return None  # records that do not set one clearly apart: the model weighs them
-    narrowest = _least_authority([member(name) for name in by_member])
-    if narrowest is None:
-        return None
-    return Route(by_member[narrowest.name], intent,
-                 f"routed to {narrowest.name}: intent {intent}, the member that may do it with the least authority "
+    narrowest = _least_authority([member(each) for each in by_member])
+    if narrowest is None or (any(each.proven for each in order) and order[0].spec_name != narrowest.name):
+        return None  # records that put another ahead of it, or set none clearly apart: the model weighs them
+    return Route(by_member[narrowest.name], name,
+                 f"routed to {narrowest.name}: intent {name}, the member that may do it with the least authority "
                  f"({narrowest.profile.name})")
 
 

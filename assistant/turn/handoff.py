@@ -123,7 +123,7 @@ def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -
             try:
                 child = run_child_start(parent=run, spec=tool.member, task=member_task(call.arguments),
                                         sharing=len(delegations) - index, asked_in=step,
-                                        hands_over=delegation.hands_over)
+                                        hands_over=delegation.hands_over, parent_steps=journal.steps)
             except DelegationRefused as refused:
                 journal.finish_step(step, {"status": REFUSED, "took_effect": False, "member": tool.member,
                                            "reason": refused.message, **kept})
@@ -172,15 +172,10 @@ def handed_over_answer(steps: Sequence[AgentStep]) -> HandedOver | None:
     if len(latest) != 1 or latest[0].state != State.FINISHED:
         return None
     outcome = latest[0].result or {}
-    child_id = outcome.get("child_run_id")
-    if not outcome.get("hands_over") or outcome.get("status") != ANSWERED or not isinstance(child_id, int):
+    writer, member = outcome.get("written_by_run"), outcome.get("written_by")
+    if not outcome.get("hands_over") or outcome.get("status") != ANSWERED or not isinstance(writer, int):
         return None
-    child = AgentRun.objects.filter(pk=child_id).values("spec", "answered_by_id", "answered_by__spec").first()
-    if child is None:
-        return None
-    if child["answered_by_id"] is not None:  # it handed over in turn: the reply is the one who wrote it
-        return HandedOver(str(outcome.get("answer") or ""), child["answered_by_id"], child["answered_by__spec"])
-    return HandedOver(str(outcome.get("answer") or ""), child_id, child["spec"])
+    return HandedOver(str(outcome.get("answer") or ""), writer, str(member or ""))
 
 
 def members_used(steps: Sequence[AgentStep]) -> Usage:

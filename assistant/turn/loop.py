@@ -46,10 +46,10 @@ from assistant.runs.lifecycle import (
     run_setting,
 )
 from assistant.runs.model_output import clean_text, fit_response, ids_in, recorded_calls
-from assistant.society.members import member
+from assistant.society.members import Member, member
 from assistant.society.offer import TASK_MAX_CHARS, DelegationTool, delegation_tools
 from assistant.society.outcome import HandedOver
-from assistant.society.routing import plain_route
+from assistant.society.routing import PlainIntent, plain_intent_of, plain_route
 from assistant.tools import Tool, tools_for
 from assistant.tools.provenance import merge
 from assistant.turn.calls import Next, PendingCall, calls_for
@@ -177,6 +177,7 @@ class Turn:
         # The members this run may hand work to (assistant/society/); how this worker works on the first one
         # it asks (at once, still holding this run), and hands the others of the same answer to other workers.
         self.delegations: dict[str, DelegationTool] = {}
+        self.intent: PlainIntent | None = None  # what a plain request asks for, when it may be routed
         # The delegation calls no model made (a plain request routed to its member), by call id, with why.
         self.routed: dict[str, str] = {str(step.call_id): str((step.result or {})["routed"]) for step in steps
                                        if step.kind == Kind.TOOL_CALL and (step.result or {}).get("routed")}
@@ -494,25 +495,36 @@ class Turn:
         if not seat.delegates:
             return []
         path = run_path(self.run)[:-1] if self.run.parent_id is not None else []
+        # A run's first step may be a plain request's member (routing): its members are ranked for that intent.
+        self.intent = self._plain_intent(seat) if not self.steps else None
         return delegation_tools(owner=self.user, asking=seat, path=path, depth=self.run.depth,
-                                hands_over=run_setting(self.run, "HANDOFF") == "auto")
+                                hands_over=run_setting(self.run, "HANDOFF") == "auto",
+                                intent=self.intent.name if self.intent is not None else None)
+
+    def _plain_intent(self, seat: Member) -> PlainIntent | None:
+        """What the request plainly asks for, when it may be routed (assistant/society/routing.py)."""
+        if run_setting(self.run, "ROUTING") != "auto":
+            return None
+        if not self.is_member and len(self.history) > 1 and self.history[-2].role == AgentMessage.Role.ASSISTANT \
+                and self.history[-2].content.rstrip().endswith("?"):
+            return None  # it may answer the question the assistant asked: only the conversation says what it means
+        request = self._request()
+        if len(request) > TASK_MAX_CHARS:
+            return None  # more than a member's task may hold: the model says it shorter
+        return plain_intent_of(owner=self.user, asking=seat, request=request, members=seat.delegates)
+
+    def _request(self) -> str:
+        return self.run.task if self.is_member else (self.history[-1].content if self.history else "")
 
     def _plain_route(self) -> PendingCall | None:
         """The request as a call of its member's delegation tool, when it plainly belongs to one member
         (assistant/society/routing.py); None when the model is to decide."""
-        if not self.delegations or run_setting(self.run, "ROUTING") != "auto":
+        if self.intent is None or not self.delegations:
             return None
-        asked_a_question = len(self.history) > 1 and self.history[-2].role == AgentMessage.Role.ASSISTANT and \
-            self.history[-2].content.rstrip().endswith("?")
-        request = self.run.task if self.is_member else (self.history[-1].content if self.history else "")
-        if len(request) > TASK_MAX_CHARS:
-            return None  # more than a member's task may hold: the model says it shorter
-        route = plain_route(owner=self.user, asking=member(str(self.config.get("spec") or self.run.spec)),
-                            request=request, offered=list(self.delegations.values()),
-                            asked_a_question=asked_a_question)
+        route = plain_route(intent=self.intent, offered=list(self.delegations.values()))
         if route is None:
             return None
-        call = ToolCall(f"routed_{self.run.pk}", route.tool.name, {"task": request})
+        call = ToolCall(f"routed_{self.run.pk}", route.tool.name, {"task": self._request()})
         self.routed[call.id] = route.reason
         return PendingCall(call, None, None)
 
@@ -582,15 +594,18 @@ def run_turn(
 
 
 def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None],
-             early: QuestionEmbedding | None, enqueue: Callable[[int], None] | None) -> list[int]:
-    """One claim of one run, worked until it answers, pauses or stops; returns the runs to go on with."""
+             early: QuestionEmbedding | None, enqueue: Callable[[int], None] | None,
+             asker_held: bool = False) -> list[int]:
+    """One claim of one run, worked until it answers, pauses or stops; returns the runs to go on with.
+    `asker_held`: a member worked at once by the worker holding the run that asked it, which goes on by itself."""
     run = claim(run_id, holder)
     if run is None:
         return []
     following: list[int] = []
 
     def work_on_member(member_id: int) -> None:
-        following.extend(_work_on(member_id, holder=holder, claim=claim, early=None, enqueue=enqueue))
+        following.extend(_work_on(member_id, holder=holder, claim=claim, early=None, enqueue=enqueue,
+                                  asker_held=True))
 
     with Heartbeat(run_id, holder) as heartbeat:
         turn: Turn | None = None
@@ -611,7 +626,7 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
                     run_finish(run=current, status=Status.FAILED, stop_reason=AgentRun.StopReason.INTERNAL_ERROR,
                                error=f"Something went wrong inside the assistant ({type(exc).__name__}).",
                                holder=holder)
-    if run.parent_id is not None:
+    if run.parent_id is not None and not asker_held:
         # A member that ended wakes the run that asked it, if that one paused for it (see handoff.py).
         ended = AgentRun.objects.filter(pk=run_id).only("pk", "parent_id", "status").first()
         if ended is not None and not ended.is_active and run_parent_wake(ended):

@@ -11,15 +11,19 @@ import pytest
 
 from assistant.society.members import member
 from assistant.society.offer import delegation_tools
-from assistant.society.routing import Route, plain_route
+from assistant.society.routing import Route, plain_intent_of, plain_route
 from registry.services import profile_record_invocation
 
 pytestmark = pytest.mark.django_db
 
 
-def route(person: Any, request: str, asking: str = "test-router", **options: Any) -> Route | None:
-    offered = delegation_tools(owner=person, asking=asking)
-    return plain_route(owner=person, asking=member(asking), request=request, offered=offered, **options)
+def route(person: Any, request: str, asking: str = "test-router") -> Route | None:
+    """As a run's first step does it: the request's plain intent, the members ranked for it, then the route."""
+    seat = member(asking)
+    intent = plain_intent_of(owner=person, asking=seat, request=request, members=seat.delegates)
+    if intent is None:
+        return None
+    return plain_route(intent=intent, offered=delegation_tools(owner=person, asking=seat, intent=intent.name))
 
 
 def record(person: Any, spec: str, intent: str, *, runs: int, successes: int) -> None:
@@ -49,12 +53,21 @@ def test_a_record_clearly_ahead_wins_and_close_records_leave_it_to_the_model(ali
     assert routed.reason == (
         "routed to test-clerk: intent tracker_task_list, 100% success over 10 runs, 10 of them for it")
 
+    # The clerk five points ahead of the reader, which may do it with less authority: the model weighs them.
     record(bob, "test-clerk", "tracker_task_list", runs=10, successes=9)
-    record(bob, "test-viewer", "tracker_task_list", runs=10, successes=9)
+    record(bob, "test-viewer", "tracker_task_list", runs=20, successes=17)
     assert route(bob, "list my open tasks") is None
 
 
-def test_one_record_against_none_is_not_a_clear_lead(alice: Any) -> None:
+def test_the_member_with_least_authority_keeps_its_requests_once_its_record_puts_it_first(alice: Any) -> None:
+    """A record of its own (the other member has none yet) does not take a read from the member that only reads:
+    the ranking puts it first, and it may do it with the least authority."""
+    record(alice, "test-viewer", "tracker_task_list", runs=6, successes=6)
+    routed = route(alice, "list my open tasks")
+    assert routed is not None and routed.tool.member == "test-viewer"
+
+
+def test_a_record_that_puts_a_wider_member_first_without_a_clear_lead_leaves_it_to_the_model(alice: Any) -> None:
     record(alice, "test-clerk", "tracker_task_list", runs=6, successes=6)
     assert route(alice, "list my open tasks") is None
 
@@ -68,10 +81,6 @@ def test_one_record_against_none_is_not_a_clear_lead(alice: Any) -> None:
 ])
 def test_what_is_not_plain_goes_to_the_model(alice: Any, request_text: str) -> None:
     assert route(alice, request_text) is None
-
-
-def test_an_answer_to_the_assistants_question_goes_to_the_model(alice: Any) -> None:
-    assert route(alice, "Add the task 'Buy milk' to the project 'Home'", asked_a_question=True) is None
 
 
 def test_what_the_asking_spec_does_itself_is_not_handed_on(alice: Any) -> None:
