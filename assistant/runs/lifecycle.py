@@ -154,17 +154,15 @@ def run_path_stop_requested(run: AgentRun) -> bool:
 
 
 def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
-                    asked_in: AgentStep | None = None, hands_over: bool = False,
-                    parent_steps: Sequence[AgentStep] | None = None) -> AgentRun:
+                    asked_in: AgentStep | None = None, hands_over: bool = False) -> AgentRun:
     """A queued child of `parent` under the member `spec`, asked to do `task`: the same person, chat and
     session as its parent (its tool calls go through the site's middleware with that session, and it ends
     when the session does), its member's own model, instructions, tools and profile, and limits reserved
     from what its parent has left (assistant/society/budget.py), `sharing` delegations of one answer
     sharing it; `asked_in` is the parent's step that asks it. `hands_over`: its answer is to be its parent's
     reply (a handoff, assistant/turn/handoff.py); it then `answers_person` when its parent does (a top run, or a
-    member handing over in turn). `parent_steps`: the parent's steps as the worker holding it has them (its
-    budget is then counted from them). Raises DelegationRefused, creating nothing, when the member cannot be
-    asked from here."""
+    member handing over in turn). Raises DelegationRefused, creating nothing, when the member cannot be asked
+    from here."""
     depth = parent.depth + 1
     if depth > int(assistant_settings.MAX_DELEGATION_DEPTH):
         raise DelegationRefused(f"The request is already {parent.depth} members deep, the most it may go; "
@@ -175,7 +173,7 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
                                 f"({' → '.join(path)}); it cannot be asked again from here.")
     config = run_config(spec=spec)
     try:
-        config.update(reserve(parent, config, sharing=sharing, steps=parent_steps))
+        config.update(reserve(parent, config, sharing=sharing))
     except BudgetExhausted as spent:
         raise DelegationRefused(spent.message) from spent
     member_settings = channel_policy(parent.channel).member_settings

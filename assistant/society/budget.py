@@ -11,7 +11,7 @@ what the parent had left. An ended child's use is counted from its rows, its own
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,33 +97,23 @@ def _held(run: AgentRun, limits: Iterable[str]) -> dict[str, float]:
     return held
 
 
-def remaining(run: AgentRun, steps: Sequence[AgentStep] | None = None) -> dict[str, float]:
-    """What is left of `run`'s shared limits for further members, and of its working time, now. `steps`: all of
-    the run's steps, as the worker holding it has them (then neither they nor, when none of them asked a member
-    yet, its children are read again)."""
-    if steps is None:
-        own = _own_usage([run.pk]).get(run.pk, Usage())
-        held = _held(run, SHARED_LIMITS)
-    else:
-        own = sum((Usage(int(step.kind == AgentStep.Kind.MODEL_CALL), int(step.kind == AgentStep.Kind.TOOL_CALL),
-                         step.prompt_tokens + step.completion_tokens) for step in steps), Usage())
-        asked = any((step.result or {}).get("child_run_id") for step in steps if step.kind == AgentStep.Kind.TOOL_CALL)
-        held = _held(run, SHARED_LIMITS) if asked else dict.fromkeys(SHARED_LIMITS, 0.0)
+def remaining(run: AgentRun) -> dict[str, float]:
+    """What is left of `run`'s shared limits for further members, and of its working time, now."""
+    own = _own_usage([run.pk]).get(run.pk, Usage())
+    held = _held(run, SHARED_LIMITS)
     left = {limit: float(run.setting(limit.upper())) - own.of(limit) - held[limit] for limit in SHARED_LIMITS}
     started = run.clock_started_at or run.started_at or run.created_at
     left[WALL] = float(run.setting(WALL.upper())) - (timezone.now() - started).total_seconds()
     return left
 
 
-def reserve(run: AgentRun, member_limits: Mapping[str, Any], *, sharing: int = 1,
-            steps: Sequence[AgentStep] | None = None) -> dict[str, int | float]:
+def reserve(run: AgentRun, member_limits: Mapping[str, Any], *, sharing: int = 1) -> dict[str, int | float]:
     """The limits of a new child of `run` whose member allows `member_limits`, when `sharing` delegations
     of the same answer (this one included) have yet to start: each gets an equal share of what is left,
-    capped by its member's own limits. Raises BudgetExhausted when a share would be nothing. `steps`: the run's
-    steps as its worker has them (see `remaining`)."""
+    capped by its member's own limits. Raises BudgetExhausted when a share would be nothing."""
     if sharing < 1:
         raise ValueError("sharing counts this delegation too: at least 1")
-    left = remaining(run, steps)
+    left = remaining(run)
     limits: dict[str, int | float] = {}
     for limit in SHARED_LIMITS:
         share = int(max(left[limit], 0) // sharing)

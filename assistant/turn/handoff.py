@@ -123,7 +123,7 @@ def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -
             try:
                 child = run_child_start(parent=run, spec=tool.member, task=member_task(call.arguments),
                                         sharing=len(delegations) - index, asked_in=step,
-                                        hands_over=delegation.hands_over, parent_steps=journal.steps)
+                                        hands_over=delegation.hands_over)
             except DelegationRefused as refused:
                 journal.finish_step(step, {"status": REFUSED, "took_effect": False, "member": tool.member,
                                            "reason": refused.message, **kept})

@@ -594,18 +594,15 @@ def run_turn(
 
 
 def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun | None],
-             early: QuestionEmbedding | None, enqueue: Callable[[int], None] | None,
-             asker_held: bool = False) -> list[int]:
-    """One claim of one run, worked until it answers, pauses or stops; returns the runs to go on with.
-    `asker_held`: a member worked at once by the worker holding the run that asked it, which goes on by itself."""
+             early: QuestionEmbedding | None, enqueue: Callable[[int], None] | None) -> list[int]:
+    """One claim of one run, worked until it answers, pauses or stops; returns the runs to go on with."""
     run = claim(run_id, holder)
     if run is None:
         return []
     following: list[int] = []
 
     def work_on_member(member_id: int) -> None:
-        following.extend(_work_on(member_id, holder=holder, claim=claim, early=None, enqueue=enqueue,
-                                  asker_held=True))
+        following.extend(_work_on(member_id, holder=holder, claim=claim, early=None, enqueue=enqueue))
 
     with Heartbeat(run_id, holder) as heartbeat:
         turn: Turn | None = None
@@ -626,7 +623,7 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
                     run_finish(run=current, status=Status.FAILED, stop_reason=AgentRun.StopReason.INTERNAL_ERROR,
                                error=f"Something went wrong inside the assistant ({type(exc).__name__}).",
                                holder=holder)
-    if run.parent_id is not None and not asker_held:
+    if run.parent_id is not None:
         # A member that ended wakes the run that asked it, if that one paused for it (see handoff.py).
         ended = AgentRun.objects.filter(pk=run_id).only("pk", "parent_id", "status").first()
         if ended is not None and not ended.is_active and run_parent_wake(ended):
