@@ -86,6 +86,11 @@ def throwaway_database(name: str) -> Iterator[str]:
             connection.creation.destroy_test_db(old_name, verbosity=0)
     finally:
         test_settings["NAME"] = saved_test_name
+        # The pool was opened on the throwaway database, and the turns run in this process may have left it
+        # connections that threads never returned: a pool of its own for whatever this process does next.
+        connection.close()
+        if hasattr(connection, "close_pool"):
+            connection.close_pool()
 
 
 # --- the site's processes ------------------------------------------------------------------------------
