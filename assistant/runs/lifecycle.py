@@ -495,7 +495,31 @@ def _run_close(
     run_plan_close(run, steps)
     if status != AgentRun.Status.SUCCEEDED:
         _members_stop(run, status=status, stop_reason=stop_reason, error=error)
+    _asking_step_correct(run)
     return run
+
+
+def _asking_step_correct(member: AgentRun) -> None:
+    """A member that ends after the run that asked it ended (stopped with its tree while it still worked): the
+    asking step said what the member had done by then, which an action still finishing may not have shown; it now
+    says what the member did in the end. Inside the transaction that ends the member, so both say the same."""
+    if member.asked_in_id is None:
+        return
+    step = AgentStep.objects.select_for_update().filter(
+        pk=member.asked_in_id, state=AgentStep.State.FINISHED, result__status=AgentStep.MEMBER_STOPPED).first()
+    if step is None:
+        return
+    asker = AgentRun.objects.filter(pk=step.run_id).only("pk", "owner_id", "chat_id", "parent_id", "root_id", "spec",
+                                                          "asked_in_id", "channel", "stop_reason").first()
+    if asker is None:
+        return
+    asked = {key: value for key, value in (step.result or {}).items() if key in ("member", "child_run_id")}
+    outcome = _member_evidence(asked, asker.stop_reason)
+    if (outcome.get("status"), outcome.get("took_effect")) == ((step.result or {}).get("status"), step.took_effect):
+        return
+    step.took_effect, step.reason, step.result = outcome["took_effect"], outcome.get("reason", ""), outcome
+    step.save(update_fields=["took_effect", "reason", "result"])
+    step_announce(asker, step)
 
 
 def _members_stop(run: AgentRun, *, status: str, stop_reason: str, error: str) -> None:
