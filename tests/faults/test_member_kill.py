@@ -15,6 +15,16 @@ from tests.testapp.models import Effect
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def killed_inside_the_slow_tool(stack: Stack, top_id: int, *, what: str) -> AgentRun:
+    """SIGKILL the worker (and its pool) once a run of the tree is inside `test_slow_effect`, start a new one, and
+    return the top run once it has ended."""
+    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
+                                              state="started").exists(), timeout=20, what=what)
+    stack.worker.kill()
+    stack.worker.start()
+    return stack.wait_for_run(top_id, timeout=40)
+
+
 def test_a_worker_killed_inside_a_member_finishes_the_tree_with_every_effect_once(alice: Any, stack: Stack) -> None:
     stack.script_for(
         "fault-asker",
@@ -31,13 +41,7 @@ def test_a_worker_killed_inside_a_member_finishes_the_tree_with_every_effect_onc
     AgentChat.objects.create(owner=alice, spec="fault-asker")
     page = stack.socket(alice)
     top_id = page.send_message("ask the member")["run_id"]
-    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
-                                              state="started").exists(),
-             timeout=20, what="the member's slow tool to start")
-
-    stack.worker.kill()
-    stack.worker.start()
-    top = stack.wait_for_run(top_id, timeout=40)
+    top = killed_inside_the_slow_tool(stack, top_id, what="the member's slow tool to start")
 
     assert_one_reply(top, "The member finished.")
     [member] = AgentRun.objects.filter(root_id=top_id)
@@ -79,13 +83,7 @@ def test_a_worker_killed_inside_a_handed_over_member_resumes_it_and_its_answer_i
     AgentChat.objects.create(owner=alice, spec="fault-asker")
     page = stack.socket(alice)
     top_id = page.send_message("hand it over")["run_id"]
-    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
-                                              state="started").exists(),
-             timeout=20, what="the member's slow tool to start")
-
-    stack.worker.kill()
-    stack.worker.start()
-    top = stack.wait_for_run(top_id, timeout=40)
+    top = killed_inside_the_slow_tool(stack, top_id, what="the member's slow tool to start")
 
     answer = "Recorded the first and the last; the middle one is unknown."
     assert_one_reply(top, answer)
@@ -119,13 +117,7 @@ def test_a_worker_killed_two_members_deep_in_a_handoff_resumes_and_the_deepest_a
     AgentChat.objects.create(owner=alice, spec="fault-lead")
     page = stack.socket(alice)
     top_id = page.send_message("pass it down")["run_id"]
-    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
-                                              state="started").exists(),
-             timeout=20, what="the deepest member's slow tool to start")
-
-    stack.worker.kill()
-    stack.worker.start()
-    top = stack.wait_for_run(top_id, timeout=40)
+    top = killed_inside_the_slow_tool(stack, top_id, what="the deepest member's slow tool to start")
 
     assert_one_reply(top, "Done two levels down.")
     asker = AgentRun.objects.get(parent_id=top_id)

@@ -71,7 +71,7 @@ def test_a_member_asked_alone_answers_the_person_itself_and_the_asker_makes_no_f
         openai_stream([], [("v1", "tracker_task_list", {})]),
         openai_stream(["You have one open task: ", "Fix the fence."]),
     )
-    with assistant_settings_with(SPECS={**_specs(), "test-router": {**_specs()["test-router"], "routing": "never"}}):
+    with assistant_settings_with(SPECS=router_deciding()):
         events = ask(alice, chat, "what's on my plate?")
 
     top = AgentRun.objects.get(pk=events[-1]["run_id"])
@@ -162,7 +162,7 @@ def test_a_handoff_two_members_deep_names_the_member_that_wrote_the_answer(
         openai_stream([], [("c1", "tracker_task_create", {"project": garden.pk, "title": "Dig"})]),
         openai_stream(["Added “Dig” to Garden."]),
     )
-    with assistant_settings_with(SPECS={**_specs(), "test-router": {**_specs()["test-router"], "routing": "never"}}):
+    with assistant_settings_with(SPECS=router_deciding()):
         events = ask(alice, chat, "The garden needs digging: put that on its list.")
 
     top = AgentRun.objects.get(pk=events[-1]["run_id"])
@@ -194,7 +194,7 @@ def test_an_answer_that_did_not_come_goes_back_to_the_asker_which_answers_the_pe
         openai_stream(["I may only read; I could not add it."]),
         openai_stream(["The reader could not add it; nothing was added."]),
     )
-    with assistant_settings_with(SPECS={**_specs(), "test-router": {**_specs()["test-router"], "routing": "never"}}):
+    with assistant_settings_with(SPECS=router_deciding()):
         events = ask(alice, chat, "sneak a task in")
 
     top = AgentRun.objects.get(pk=events[-1]["run_id"])
@@ -210,7 +210,7 @@ def test_the_asking_model_may_keep_a_members_answer_and_a_spec_may_never_hand_ov
     alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     chat = AgentChat.objects.create(owner=alice, spec="test-router")
-    specs = {**_specs(), "test-router": {**_specs()["test-router"], "routing": "never"}}
+    specs = router_deciding()
     fake_openai.queue(
         openai_stream([], [("a1", "ask_test-viewer", {"task": "List my tasks.", "return_answer": True})]),
         openai_stream(["None."]),
@@ -234,8 +234,10 @@ def test_the_asking_model_may_keep_a_members_answer_and_a_spec_may_never_hand_ov
     assert "return_answer" not in offered["ask_test-viewer"]["function"]["parameters"]["properties"]
 
 
-def _specs() -> dict[str, Any]:
-    return dict(settings.ASSISTANT["SPECS"])
+def router_deciding() -> dict[str, Any]:
+    """The suite's specs with `test-router`'s routing off: its model decides whom to ask, as the tests script it."""
+    specs = dict(settings.ASSISTANT["SPECS"])
+    return {**specs, "test-router": {**specs["test-router"], "routing": "never"}}
 
 
 def test_stop_while_the_handed_over_member_writes_stops_the_tree_and_stores_no_reply(
