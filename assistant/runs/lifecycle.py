@@ -495,7 +495,9 @@ def _run_close(
     run_plan_close(run, steps)
     if status != AgentRun.Status.SUCCEEDED:
         _members_stop(run, status=status, stop_reason=stop_reason, error=error)
-    _asking_step_correct(run)
+        # A member whose asker ended first never succeeds (its answer's write reads the Stop its asker's end
+        # sent it): only a member's other endings may have an asking step to correct.
+        _asking_step_correct(run)
     return run
 
 
