@@ -286,6 +286,13 @@ class AgentRun(models.Model):
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
 
+    @property
+    def routed_from(self) -> str:
+        """The spec this run was asked as, when a plain request routed it to a member (the run then became that
+        member's, assistant/society/routing.py); "" for any other run."""
+        routed = (self.config or {}).get("routed")
+        return str(routed.get("from") or "") if isinstance(routed, dict) else ""
+
     def setting(self, key: str) -> Any:
         """A setting as the run keeps it (its `config`, from `lifecycle.run_config`), or the default for a key
         the run predates."""

@@ -10,7 +10,7 @@ read from the rows: the run's tree (the top run and every run with it as root) a
 
 The bound this checks (the issue's proof): for a request that goes to one member, the society makes at most one
 model call more than the single assistant, and none more when the request is routed without a call (the top
-run's delegation step has `routed` in its result). A request that breaks it is printed as such; the benchmark
+run became the member's: its settings say `routed`, and why). A request that breaks it is printed as such; the benchmark
 fails only when a request did not do its work (a run did not succeed, or the tracker does not show the effect).
 
 Each repetition gives each spec a new person with the same tracker data (the registry's records are per person
@@ -161,8 +161,7 @@ def _measured(request: str, spec: str, top_run_id: int, seconds: float, approval
     kinds = Counter(step.kind for step in steps)
     calls_by_run = Counter(step.run_id for step in steps if step.kind == AgentStep.Kind.MODEL_CALL)
     tools = [step for step in steps if step.kind == AgentStep.Kind.TOOL_CALL]
-    routed = next((str(step.result["routed"]) for step in tools
-                   if step.run_id == top.pk and isinstance(step.result, dict) and step.result.get("routed")), "")
+    routed = str((top.config or {}).get("routed", {}).get("reason") or "") if top.routed_from else ""
     return Measured(
         request=request, spec=spec, top_run_id=top.pk, seconds=seconds, approvals=approvals, status=top.status,
         reply=top.reply, model_calls=kinds[AgentStep.Kind.MODEL_CALL], runs=len(runs),

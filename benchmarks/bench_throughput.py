@@ -21,12 +21,12 @@ The society, in the same sitting: the same load (as many turns from as many othe
 question) sent to a second daphne whose new chats are under the demo society (ASSISTANT_SPEC=orchestrator, the
 site's own default), on the same worker, database and Redis, right after the single assistant's load
 (BENCH_THROUGHPUT_SOCIETY=before sends it first, =off leaves it out). Its turn is the orchestrator's run, which
-hands the read to its reader (routed without a model call while the registry lets it, else after one model
-call) and takes the reader's answer as its reply. Figures: turns/s and time to reply for both, the ratio
-society / single against the goal of ≥ 0.9×, CPU per turn, and what a turn was made of (runs, model calls and
-steps, from the rows; turns routed without a call). BENCH_THROUGHPUT_CLERK_RECORD=1 first gives the clerk a record
-in the registry (five tasks added through the society), as on a site in use: routing can then tell the reader
-from the clerk, and routes nearly every turn without the orchestrator's model call.
+becomes the reader's run when the request is plainly the reader's (routed without a model call), or else hands
+the read to the reader after one model call and takes the reader's answer as its reply. Figures: turns/s and time
+to reply for both, the ratio society / single against the goal of ≥ 0.9×, CPU per turn, and what a turn was made
+of (runs, model calls and steps, from the rows; turns routed without a call). BENCH_THROUGHPUT_CLERK_RECORD=1 first
+gives the clerk a record in the registry (five tasks added through the society), as on a site in use: routing then
+goes by the records, which may leave a turn to the orchestrator's model.
 
 Size: BENCH_THROUGHPUT_TURNS (1000), BENCH_THROUGHPUT_PEOPLE (100), BENCH_THROUGHPUT_BASELINE_TURNS (100): the
 society's load is the same size, so about twice the time; a smaller TURNS makes both smaller.
@@ -97,7 +97,7 @@ class Shape:
     model_calls_per_turn: float
     steps_per_turn: float
     tool_calls_per_turn: float
-    #: Turns whose top run handed the request to a member without a model call (its delegation step's `routed`).
+    #: Turns whose run a plain request made its member's without a model call (its settings' `routed`).
     routed_turns: int
 
 
@@ -399,9 +399,7 @@ def _shape(crowd: list[Person], turns: int) -> Shape:
 
     owners = [person.user_id for person in crowd]
     kinds = Counter(AgentStep.objects.filter(run__owner_id__in=owners).values_list("kind", flat=True))
-    routed = AgentStep.objects.filter(run__owner_id__in=owners, run__parent__isnull=True,
-                                      kind=AgentStep.Kind.TOOL_CALL, result__has_key="routed") \
-        .values("run_id").distinct().count()
+    routed = AgentRun.objects.filter(owner_id__in=owners, parent__isnull=True, config__has_key="routed").count()
     return Shape(runs_per_turn=AgentRun.objects.filter(owner_id__in=owners).count() / turns,
                  model_calls_per_turn=kinds[AgentStep.Kind.MODEL_CALL] / turns,
                  steps_per_turn=sum(kinds.values()) / turns,

@@ -344,7 +344,8 @@ def messages_snapshot(user: Any, chat: AgentChat) -> list[Any]:
                 out.append(holders[model_seq])
             elif step.kind == AgentStep.Kind.TOOL_CALL:
                 holder = holders.get(model_seq)
-                if holder is None:  # a tool step no model call made (a request routed to its member)
+                # A tool step no model call made: a routed request as recorded before it became the member's run.
+                if holder is None:
                     holder = holders[model_seq] = AssistantMessage(id=msg_id(run_id, model_seq), subagent_run_id=sub)
                     out.append(holder)
                 holder.tool_calls = [*(holder.tool_calls or []), ToolCall(

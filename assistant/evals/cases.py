@@ -147,7 +147,7 @@ def case_add(eval_set: EvalSet, run: AgentRun, *, reason: str = "") -> tuple[Eva
         with transaction.atomic():
             case = EvalCase.objects.create(
                 eval_set=eval_set, source_run=run, source_run_number=run.pk, owner=owner,
-                owner_username=owner.get_username(), spec=run.spec, question=question.content,
+                owner_username=owner.get_username(), spec=run.routed_from or run.spec, question=question.content,
                 conversation=_conversation(question), recording=recording,
                 expectations=default_expectations(recording), reason=reason,
             )

@@ -31,7 +31,7 @@ from assistant.plans.record import run_plan_close
 from assistant.runs.cancel_flags import request_cancel
 from assistant.runs.lease import LeaseLost, write_fenced
 from assistant.runs.profile import run_intent, run_profile_record
-from assistant.society.budget import BudgetExhausted, reserve
+from assistant.society.budget import SHARED_LIMITS, WALL, BudgetExhausted, reserve
 from assistant.society.members import member
 from assistant.society.outcome import member_outcome, subtree_effects
 
@@ -194,6 +194,19 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
     )
     child.save(force_insert=True)
     return child
+
+
+def run_routed_config(run: AgentRun, spec: str, *, reason: str) -> dict[str, Any]:
+    """The settings of `run` once a plain request routes it to its member `spec` (assistant/society/routing.py):
+    the member's own (model, instructions, permission profile, what it hands over and routes), limits within both
+    the member's and the run's (a member asked never has more than its asker left), and what the run was sent with
+    (its page, its place in a tree, its channel's settings); `routed` says from which spec, and why."""
+    kept = dict(run.config or {})
+    own = run_config(spec=spec)
+    within = {limit: min(float(own[limit]), float(kept[limit])) for limit in (*SHARED_LIMITS, WALL)
+              if limit in own and limit in kept}
+    return {**kept, **own, **{limit: _as_setting(value) for limit, value in within.items()},
+            "routed": {"from": run.spec, "reason": reason}}
 
 
 def run_descendants(run: AgentRun, *, active: bool = False) -> list[AgentRun]:

@@ -62,6 +62,11 @@ def run_profile_entry(run: AgentRun, steps: list[AgentStep]) -> dict[str, Any]:
     }
     if run.quality_score is not None:  # only the person's thumbs are on the run (a judge's grade is the entry's)
         entry["quality_score"], entry["quality_source"] = run.quality_score, QUALITY_THUMBS
+    if run.routed_from:
+        # A plain request the spec the person talks to (or a member) routed to this one: its answer is the reply.
+        entry["routed_by"] = run.routed_from
+        if run.parent_id is None:
+            entry["handoff"] = "person"
     if run.parent_id is not None:
         # The member's record says who asked it: the spec of the run that handed it the work.
         entry["asked_by"] = (run.config or {}).get("asked_by") or AgentRun.objects.filter(

@@ -92,7 +92,6 @@ class Turn(Protocol):
     authority: RunAuthority
     tools: dict[str, Tool]
     delegations: dict[str, DelegationTool]
-    routed: dict[str, str]
     planner: PlanTool | None
     work_on_member: Callable[[int], None] | None
     enqueue: Callable[[int], None] | None
@@ -298,8 +297,7 @@ class MemberCalls(Toolset):
             turn.limits.before_tool_call(turn.steps, each.call.name, each.call.arguments, also_starting=index)
         hands_over = self._may_hand_over(pending)
         started = delegations_start(turn.journal, [
-            Delegation(each.call, turn.delegations[each.call.name], None, hands_over=hands_over,
-                       routed=turn.routed.get(each.call.id, "")) for each in fresh
+            Delegation(each.call, turn.delegations[each.call.name], None, hands_over=hands_over) for each in fresh
         ])
         if started:
             first, *others = started

@@ -48,20 +48,18 @@ State = AgentStep.State
 
 
 #: What a delegation step's `result` keeps from its start once its member has answered.
-KEPT_ON_ANSWER = ("hands_over", "routed")
+KEPT_ON_ANSWER = ("hands_over",)
 
 
 @dataclass(frozen=True)
 class Delegation:
-    """One delegation call of a model answer, with the tool it calls and the step it has (if any); whether the
-    member's answer is to be the asking run's reply (`hands_over`) and, for a call no model made, why the request
-    was routed to it (`routed`)."""
+    """One delegation call of a model answer, with the tool it calls and the step it has (if any), and whether the
+    member's answer is to be the asking run's reply (`hands_over`)."""
 
     call: ToolCall
     tool: DelegationTool
     step: AgentStep | None
     hands_over: bool = False
-    routed: str = ""
 
 
 
@@ -118,8 +116,7 @@ def delegations_start(journal: StepJournal, delegations: Sequence[Delegation]) -
                 journal.finish_step(step, {"status": "invalid", "took_effect": False, "member": tool.member,
                                            "reason": problem})
                 continue
-            kept = {**({"hands_over": True} if delegation.hands_over else {}),
-                    **({"routed": delegation.routed} if delegation.routed else {})}
+            kept = {"hands_over": True} if delegation.hands_over else {}
             try:
                 child = run_child_start(parent=run, spec=tool.member, task=member_task(call.arguments),
                                         sharing=len(delegations) - index, asked_in=step,

@@ -80,7 +80,7 @@ class StepJournal:
         # The plan the run follows (assistant/plans/): its steps follow the tool steps written here.
         self.plan = plan
         # Staged writes, in order: a step to insert (fields None) or the fields of one to update.
-        self._staged: list[tuple[AgentStep, tuple[str, ...] | None]] = []
+        self._staged: list[tuple[AgentStep | AgentRun, tuple[str, ...] | None]] = []
 
     def _lost(self) -> LeaseLost:
         return LeaseLost(f"run {self.run.pk} is no longer held by {self.holder}")
@@ -91,7 +91,7 @@ class StepJournal:
         if fenced.cancel_requested:
             self.cancelled.set()
 
-    def _write(self, *writes: tuple[AgentStep, tuple[str, ...] | None]) -> None:
+    def _write(self, *writes: tuple[AgentStep | AgentRun, tuple[str, ...] | None]) -> None:
         """What is staged, then `writes` (a step to insert, with None, or to save those fields of), in one
         fenced statement; then each of them is announced, in order, once it commits."""
         writes, self._staged = (*self._staged, *writes), []
@@ -101,7 +101,8 @@ class StepJournal:
             run_id=self.run.pk, holder=self.holder,
         ))
         for written, _ in writes:
-            step_announce(self.run, written)
+            if isinstance(written, AgentStep):  # not the run's own row (routing changes it, see `route`)
+                step_announce(self.run, written)
 
     def flush(self) -> None:
         """Write what is staged, now."""
@@ -161,6 +162,14 @@ class StepJournal:
 
     def notice(self, text: str) -> AgentStep:
         return self.add(kind=Kind.NOTICE, reason=text, took_effect=False)
+
+    def route(self, spec: str, config: dict[str, Any], *, reason: str) -> AgentStep:
+        """The run becomes the run of the member `spec` with these settings (routing, `lifecycle.run_routed_config`),
+        and a notice says why; staged: both are written in the statement of the next write (at the latest before
+        its first model call). A worker that dies before then leaves the run as it was, to be routed again."""
+        self.run.spec, self.run.config = spec, config
+        self._staged.append((self.run, ("spec", "config")))
+        return self.add(kind=Kind.NOTICE, reason=reason, took_effect=False, stage=True)
 
     def finish_step(self, step: AgentStep, outcome: dict[str, Any], duration_ms: int | None = None, *,
                     stage: bool = False) -> None:
@@ -257,9 +266,11 @@ class StepJournal:
             at = timezone.now()
             chat_activity_record(chat_id=self.run.chat_id, at=at)
             # The run's end, its last step (the model's answer) and the reply's message: one fenced statement.
+            # A member that wrote it is named on it: one handed over to, or the one this run was routed to.
+            routed = bool(self.run.routed_from)
             message = AgentMessage(chat_id=self.run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT,
                                    content=reply, run=self.run, created_at=at,
-                                   member=handed.member if handed is not None else "")
+                                   member=handed.member if handed is not None else self.run.spec if routed else "")
             run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message,
                             answered_by=handed.written_by if handed is not None else None)
             publish_to_user(run.owner_id, run_event(

@@ -43,13 +43,14 @@ from assistant.runs.lifecycle import (
     run_finish,
     run_parent_wake,
     run_path,
+    run_routed_config,
     run_setting,
 )
 from assistant.runs.model_output import clean_text, fit_response, ids_in, recorded_calls
 from assistant.society.members import Member, member
 from assistant.society.offer import TASK_MAX_CHARS, DelegationTool, delegation_tools
 from assistant.society.outcome import HandedOver
-from assistant.society.routing import PlainIntent, plain_intent_of, plain_route
+from assistant.society.routing import PlainIntent, Route, plain_intent_of, plain_route
 from assistant.tools import Tool, tools_for
 from assistant.tools.provenance import merge
 from assistant.turn.calls import Next, PendingCall, calls_for
@@ -178,9 +179,6 @@ class Turn:
         # it asks (at once, still holding this run), and hands the others of the same answer to other workers.
         self.delegations: dict[str, DelegationTool] = {}
         self.intent: PlainIntent | None = None  # what a plain request asks for, when it may be routed
-        # The delegation calls no model made (a plain request routed to its member), by call id, with why.
-        self.routed: dict[str, str] = {str(step.call_id): str((step.result or {})["routed"]) for step in steps
-                                       if step.kind == Kind.TOOL_CALL and (step.result or {}).get("routed")}
         self.work_on_member, self.enqueue = work_on_member, enqueue
         # The planning tool, when the run's settings offer it (assistant/plans/).
         self.planner: PlanTool | None = None
@@ -210,6 +208,12 @@ class Turn:
         return self.journal.steps
 
     @property
+    def memory_spec(self) -> str:
+        """The spec whose memories of this person the run recalls and adds to: the one the person talks to, also
+        when the run was routed to a member (its memories are the chat's)."""
+        return self.run.routed_from or self.run.spec
+
+    @property
     def cancelled(self) -> bool:
         """Whether a write of the journal (or the heartbeat) found the person's Stop."""
         return self.heartbeat.cancelled.is_set()
@@ -222,14 +226,7 @@ class Turn:
             # The run's person, as their session's check just loaded them (or, for a run with no session, as
             # the run names them).
             self.user = self.authority.person or self.run.owner
-            self.model = get_model(str(self.config.get("model") or DEFAULTS["MODEL"]))
-            self._resume_replay_position()
-            offered = tools_for(
-                self.user, self.config.get("spec"), self.config.get("permission_profile") or None
-            )
-            self.tools = {tool.name: tool for tool in offered}
-            self.delegations = {tool.name: tool for tool in self._delegation_tools()}
-            self.planner = PlanTool() if run_setting(self.run, "PLANS") else None
+            self._equip()
             self._close_interrupted_steps()
             preamble: list[Message] | None = None
             while True:
@@ -244,9 +241,8 @@ class Turn:
                     self.check_cancel()
                     self._succeed(handed.reply, handed)  # the member's answer is the reply: no model call
                     return
-                if not self.steps and (routed := self._plain_route()) is not None:
-                    if not self._work_through([routed]):
-                        return
+                if not self.steps and (route := self._plain_route()) is not None:
+                    self._hand_over(route)
                     continue
                 if preamble is None:  # not before it is needed: a run woken by its members may not get here
                     preamble = self._preamble()
@@ -299,7 +295,10 @@ class Turn:
         delta = clean_text(delta)
         self._streamed.append(delta)
         to_person = {"answers_person": True} if self._to_person else {}
-        publish_to_user(self.run.owner_id, run_event(event_names.TEXT_DELTA, self.run, delta=delta, **to_person))
+        # A run a plain request made a member's writes as that member: the reply is named for it as it streams.
+        named = {"routed_to": self.run.spec} if self.run.routed_from else {}
+        publish_to_user(self.run.owner_id, run_event(event_names.TEXT_DELTA, self.run, delta=delta, **to_person,
+                                                     **named))
         self.check_cancel()
         self.limits.check_wall_time()
 
@@ -376,7 +375,7 @@ class Turn:
             return []
         embedder = self.question.embedder.name if self.question.embedder is not None else ""
         carried: list[dict[str, Any]] = []
-        recalled = memory_recall(owner=self.user, spec=self.run.spec, vector=vector, embedder=embedder, limit=limit,
+        recalled = memory_recall(owner=self.user, spec=self.memory_spec, vector=vector, embedder=embedder, limit=limit,
                                  others_text=carried)
         # The step that read it was another run's: here it was read from the memory, before any step.
         self._read_before = merge(self._read_before, [
@@ -394,9 +393,6 @@ class Turn:
                 calls = [ToolCall.from_dict(call) for call in result["tool_calls"]]
                 messages.append(Message.assistant(result.get("text", ""), calls))
             elif step.kind == Kind.TOOL_CALL and step.state == State.FINISHED:
-                if step.call_id in self.routed:
-                    # No model asked for it: said as the call the model would have made, so its result answers one.
-                    messages.append(Message.assistant("", [ToolCall(step.call_id, step.tool_name, step.arguments)]))
                 messages.append(Message.tool(step.call_id, json.dumps(result, default=str)))
         return messages
 
@@ -456,9 +452,7 @@ class Turn:
         provider's id: two calls of one answer are two steps, whatever ids the model gave them."""
         last = next((s for s in reversed(self.steps) if s.kind == Kind.MODEL_CALL and s.state == State.FINISHED), None)
         if last is None:
-            # A request routed to its member (no model call yet) waits on its step as a model's call would.
-            return [PendingCall(ToolCall(step.call_id, step.tool_name, step.arguments), step, None)
-                    for step in self.steps if step.call_id in self.routed and step.state != State.FINISHED]
+            return []
         calls = (last.result or {}).get("tool_calls")
         if not calls:
             return []
@@ -516,17 +510,30 @@ class Turn:
     def _request(self) -> str:
         return self.run.task if self.is_member else (self.history[-1].content if self.history else "")
 
-    def _plain_route(self) -> PendingCall | None:
-        """The request as a call of its member's delegation tool, when it plainly belongs to one member
-        (assistant/society/routing.py); None when the model is to decide."""
+    def _plain_route(self) -> Route | None:
+        """Where the request goes when it plainly belongs to one member (assistant/society/routing.py); None
+        when the model is to decide."""
         if self.intent is None or not self.delegations:
             return None
-        route = plain_route(intent=self.intent, offered=list(self.delegations.values()))
-        if route is None:
-            return None
-        call = ToolCall(f"routed_{self.run.pk}", route.tool.name, {"task": self._request()})
-        self.routed[call.id] = route.reason
-        return PendingCall(call, None, None)
+        return plain_route(intent=self.intent, offered=list(self.delegations.values()))
+
+    def _hand_over(self, route: Route) -> None:
+        """Routing: this run becomes the run of the member the request plainly belongs to, before any model call.
+        From here it has that member's spec, model, instructions, tools and permission profile, its limits within
+        this run's, and what it was sent with (its chat, page and session); the step that says why is written
+        with the change, before the member's first model call."""
+        self.config = run_routed_config(self.run, route.tool.member, reason=route.reason)
+        self.journal.route(route.tool.member, self.config, reason=route.reason)
+        self._equip()
+
+    def _equip(self) -> None:
+        """The model, tools, members and planner of the run's spec, for the person it acts as."""
+        self.model = get_model(str(self.config.get("model") or DEFAULTS["MODEL"]))
+        self._resume_replay_position()
+        offered = tools_for(self.user, self.config.get("spec"), self.config.get("permission_profile") or None)
+        self.tools = {tool.name: tool for tool in offered}
+        self.delegations = {tool.name: tool for tool in self._delegation_tools()}
+        self.planner = PlanTool() if run_setting(self.run, "PLANS") else None
 
     # --- finish ------------------------------------------------------------------------------
 
@@ -564,7 +571,7 @@ class Turn:
             return
         if vector and self.question.embedder is not None:
             content = f"User asked: {self.question.text}\nAssistant answered: {reply}"
-            memory_remember(owner=self.user, spec=self.run.spec, content=content, vector=vector,
+            memory_remember(owner=self.user, spec=self.memory_spec, content=content, vector=vector,
                             embedder=self.question.embedder, others_text=others_text)
 
 

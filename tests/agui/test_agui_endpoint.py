@@ -8,8 +8,9 @@ and result (and step started/finished), the reply as a text message, and the app
 interrupt outcome; the resume runs the action once, a stale resume and another person's are refused changing
 nothing; a client that goes away mid-run gets the rest on a re-POST of the same runId, nothing said twice and
 nothing done twice, and the run never doubles; a member's run (a delegation) is the protocol's subagent events,
-its approval an interrupt attributed to it; a member's answer that is the reply (asked alone, or a request routed to
-it with no model call) is one text message, the member's, in the stream and in a reload; bad input is a 4xx JSON
+its approval an interrupt attributed to it; a member's answer that is the reply (asked alone) is one text message,
+the member's, in the stream and in a reload, and a request routed to a member with no model call is that member's
+run, saying why first; bad input is a 4xx JSON
 answer or RUN_ERROR, never a 500 (fuzzed); the session needs its CSRF token, an access token works instead and a
 read-only one writes nothing; every run is the panel's record, with its steps, in the admin."""
 
@@ -46,6 +47,7 @@ from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from assistant.agui.models import AguiRun
+from assistant.infra import event_names
 from assistant.mcp.tokens import token_create, token_revoke
 from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
@@ -639,7 +641,7 @@ def test_a_member_asked_alone_answers_once_as_its_own_text_with_its_steps_as_a_s
         (said_once(stream, answer).message_id, member.subagent_run_id)]
 
 
-def test_a_request_routed_to_its_member_with_no_model_call_answers_once(
+def test_a_request_routed_to_its_member_with_no_model_call_answers_once_as_that_members_run(
     port: int, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, alice: Any
 ) -> None:
     home = Project.objects.create(owner=alice, name="Home")
@@ -653,28 +655,25 @@ def test_a_request_routed_to_its_member_with_no_model_call_answers_once(
     stream = post(port, run_input("t-route", "r-1", asked), bearer(made.secret))
 
     verified(stream.events)
-    top = AgentRun.objects.get(parent__isnull=True)
-    clerk = AgentRun.objects.get(parent=top)
+    # The desk's run became the clerk's (it plainly adds a task): one run, only the clerk's model asked.
+    [run] = AgentRun.objects.all()
     answer = "Added “Buy milk” to Home."
-    # Only the clerk's model was asked; the desk handed the request over as it came.
-    assert (model_calls(top), model_calls(clerk), len(fake_openai.bodies)) == (0, 2, 2)
-    assert (top.reply, top.answered_by_id) == (answer, clerk.pk)
-    [member] = stream.of(EventType.SUBAGENT_STARTED)
-    assert said_once(stream, answer).subagent_run_id == member.subagent_run_id == f"run-{clerk.pk}"
-    calls = {event.tool_call_name: event for event in stream.of(EventType.TOOL_CALL_START)}
-    routed = calls["ask_test-clerk"]
-    # The routing is the desk's own call, on no message of its model's (there was none), and its result says why.
-    assert (routed.subagent_run_id, routed.parent_message_id) == (None, None)
-    assert json.loads(stream.of(EventType.TOOL_CALL_ARGS)[0].delta) == {"task": asked.content}
-    assert results(stream)[routed.tool_call_id]["routed"] == (
-        "routed to test-clerk: intent tracker_task_create, the only member that may do it")
-    assert member.parent_tool_call_id == routed.tool_call_id
-    assert calls["tracker_task_create"].subagent_run_id == member.subagent_run_id
-    assert results(stream)[calls["tracker_task_create"].tool_call_id]["took_effect"] is True
-    assert succeeded(stream).metadata["answeredBy"] == member.subagent_run_id
+    assert (run.spec, run.routed_from, run.reply, model_calls(run), len(fake_openai.bodies)) == (
+        "test-clerk", "test-desk", answer, 2, 2)
+    # Why, as the run's first event after it started; then the clerk's own call and text, said once, as the run's.
+    [notice] = [event for event in stream.of(EventType.CUSTOM) if event.name == event_names.NOTICE]
+    assert notice.value["text"] == "routed to test-clerk: intent tracker_task_create, the only member that may do it"
+    assert stream.events.index(notice) < stream.events.index(stream.of(EventType.TOOL_CALL_START)[0])
+    assert not stream.of(EventType.SUBAGENT_STARTED)
+    [create] = stream.of(EventType.TOOL_CALL_START)
+    assert (create.tool_call_name, create.subagent_run_id) == ("tracker_task_create", None)
+    assert results(stream)[create.tool_call_id]["took_effect"] is True
+    assert said_once(stream, answer).subagent_run_id is None
+    end = succeeded(stream)
+    assert end.metadata["member"] == "test-clerk" and "answeredBy" not in end.metadata
     assert Task.objects.filter(project=home, title="Buy milk").count() == 1
     assert reloaded_answers(port, "t-route", asked, made.secret, answer) == [
-        (said_once(stream, answer).message_id, member.subagent_run_id)]
+        (said_once(stream, answer).message_id, None)]
 
 
 def test_a_member_answering_the_person_after_an_approval_answers_once_in_the_resumed_run(

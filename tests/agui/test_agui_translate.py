@@ -242,7 +242,8 @@ def test_a_handed_over_answer_streamed_by_the_member_is_not_said_again_when_the_
 
 
 def test_a_routed_request_with_no_model_call_of_its_own_says_the_members_answer_once() -> None:
-    """A request routed to its member: the top run made no model call; its one step is the member's call."""
+    """A request routed to its member as recorded before a routed run became the member's own: the top run made
+    no model call; its one step is the member's call. A thread that holds one still reads."""
     translator = Translator(thread_id="t", run_id="r", top=TOP)
 
     events = translator.rows(handed_over_tree(

@@ -116,19 +116,21 @@ def test_a_member_that_calls_other_arguments_fails_its_case_naming_the_deviation
     assert any("no recorded answer for tracker_task_create" in item and "Buy eggs" in item for item in deviations)
 
 
-def test_a_routed_and_handed_over_run_replays_the_same_way_with_no_call_of_the_askers_model(
+def test_a_routed_run_replays_the_same_way_with_no_call_of_the_askers_model(
     alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
-    """`test-router` routes a plain request to the clerk with no model call, and the clerk's answer is the reply:
-    the replay routes it again, the clerk replays from its recording, and its answer is the replay's reply."""
+    """`test-router` routes a plain request to the clerk with no model call: its run becomes the clerk's. The case
+    keeps the spec the person asked, so the replay routes it again, and the clerk replays from its recording."""
     home = Project.objects.create(owner=alice, name="Home")
     clerk_replies = [openai_stream([], [("c1", "tracker_task_create", {"project": home.pk, "title": "Buy milk"})]),
                      openai_stream(["Added Buy milk."])]
     fake_openai.queue(*clerk_replies)
     chat = AgentChat.objects.create(owner=alice, spec="test-router")
     run = recorded_run(alice, "Add the task 'Buy milk' to the project 'Home'", "openai:fake-gpt", chat_id=chat.pk)
-    assert (run.reply, run.model_calls) == ("Added Buy milk.", 0)
+    assert (run.reply, run.spec, run.routed_from, run.model_calls) == (
+        "Added Buy milk.", "test-clerk", "test-router", 2)
     case, _made = case_add(set_named("routed", create=True), run)
+    assert case.spec == "test-router"
     before, asked = site_data(), len(fake_openai.bodies)
     fake_openai.queue(*clerk_replies)
 
@@ -137,9 +139,9 @@ def test_a_routed_and_handed_over_run_replays_the_same_way_with_no_call_of_the_a
     result = eval_run.results.get()
     assert (result.status, result.passed) == (EvalResult.Status.GRADED, True)
     replay = result.replay_run
-    member = member_of(replay)
-    assert (replay.reply, replay.answered_by_id, member.spec, member.channel) == (
-        "Added Buy milk.", member.pk, "test-clerk", "eval")
-    assert replay.steps.get(kind="tool_call").result["routed"].startswith("routed to test-clerk")
+    assert (replay.reply, replay.spec, replay.routed_from, replay.channel) == (
+        "Added Buy milk.", "test-clerk", "test-router", "eval")
+    assert replay.steps.order_by("seq")[0].reason.startswith("routed to test-clerk")
+    assert replay.steps.get(kind="tool_call").result["took_effect"] is True  # as recorded: nothing was run
     assert len(fake_openai.bodies) - asked == 2  # the clerk's two calls: none of the router's
     assert site_data() == before

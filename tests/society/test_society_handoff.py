@@ -104,7 +104,7 @@ def test_a_member_asked_alone_answers_the_person_itself_and_the_asker_makes_no_f
     assert (entry["run_id"], entry["handoff"], entry["asked_by"]) == (viewer.pk, "person", "test-router")
 
 
-def test_a_plain_request_goes_to_its_member_without_a_model_call_and_the_step_says_why(
+def test_a_plain_request_becomes_its_members_run_without_a_model_call_and_a_notice_says_why(
     alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     home = Project.objects.create(owner=alice, name="Home")
@@ -115,20 +115,34 @@ def test_a_plain_request_goes_to_its_member_without_a_model_call_and_the_step_sa
     )
     events = ask(alice, chat, "Add the task 'Buy milk' to the project 'Home'")
 
-    top = AgentRun.objects.get(pk=events[-1]["run_id"])
-    [clerk] = AgentRun.objects.filter(parent=top)
-    assert (top.status, top.reply, clerk.spec) == ("succeeded", "Added “Buy milk” to Home.", "test-clerk")
-    # Only the clerk's model was asked: as many calls as one assistant makes.
-    assert len(fake_openai.bodies) == 2
-    assert (model_calls(top), model_calls(clerk)) == (0, 2)
+    # One run, the clerk's, with as many model calls as one assistant makes: the router's model was never asked.
+    [run] = AgentRun.objects.filter(chat=chat)
+    answer = "Added “Buy milk” to Home."
+    assert (run.pk, run.status, run.reply, run.spec, run.routed_from, run.parent_id) == (
+        events[-1]["run_id"], "succeeded", answer, "test-clerk", "test-router", None)
+    assert len(fake_openai.bodies) == 2 and model_calls(run) == 2
     assert Task.objects.filter(project=home, title="Buy milk").count() == 1
-    # The clerk was handed the person's own words, and the step that handed them says why.
-    assert clerk.task == "Add the task 'Buy milk' to the project 'Home'"
-    routed = top.steps.get(tool_name="ask_test-clerk")
-    assert routed.result["routed"] == (
-        "routed to test-clerk: intent tracker_task_create, the only member that may do it")
-    assert (routed.result["status"], routed.result["hands_over"]) == ("answered", True)
-    assert "ask_test-clerk" not in json.dumps(fake_openai.bodies[0]["tools"])  # the clerk's own call, not the asker's
+    # Its first step, written and shown before the clerk's model was asked, says why it went to the clerk.
+    first = run.steps.order_by("seq").first()
+    assert first is not None and (first.kind, first.reason) == (
+        "notice", "routed to test-clerk: intent tracker_task_create, the only member that may do it")
+    shown = [event["step"] for event in events if event["type"] == "assistant.step"]
+    assert (shown[0]["kind"], shown[0]["reason"]) == ("notice", first.reason)
+    # The clerk worked with its own tools and the person's own words, and its answer is the reply, naming it.
+    offered = json.dumps(fake_openai.bodies[0]["tools"])
+    assert "tracker_task_create" in offered and "ask_test-" not in offered
+    assert "Add the task 'Buy milk' to the project 'Home'" in json.dumps(fake_openai.bodies[0]["messages"])
+    streamed = "".join(event["delta"] for event in events if event["type"] == "assistant.token")
+    [replied] = [event for event in events if event["type"] == "assistant.replied"]
+    assert (streamed, replied["message"]["content"], replied["message"]["member"]) == (answer, answer, "test-clerk")
+    assert [(message["content"], message["member"]) for message in load(alice, chat)["messages"]
+            if message["role"] == "assistant"] == [(answer, "test-clerk")]
+    # Filed once, in the clerk's profile, saying who routed it there; nothing in the router's.
+    windows = {profile.spec_name: profile.window for profile in AgentProfile.objects.filter(owner=alice)}
+    [entry] = windows["test-clerk"]
+    assert (entry["run_id"], entry["routed_by"], entry["handoff"], entry["intent"]) == (
+        run.pk, "test-router", "person", "tracker_task_create")
+    assert "test-router" not in windows
 
 
 def test_a_request_two_members_may_do_goes_to_the_one_with_least_authority_and_greetings_are_not_routed(
@@ -141,14 +155,17 @@ def test_a_request_two_members_may_do_goes_to_the_one_with_least_authority_and_g
         openai_stream(["Hello! Ask me about your tasks and projects."]),
     )
     listed = AgentRun.objects.get(pk=ask(alice, chat, "list my open tasks")[-1]["run_id"])
-    [viewer] = AgentRun.objects.filter(parent=listed)
-    assert (viewer.spec, listed.reply, model_calls(listed)) == ("test-viewer", "Nothing is open.", 0)
-    assert listed.steps.get(tool_name="ask_test-viewer").result["routed"] == (
+    assert (listed.spec, listed.routed_from, listed.reply, model_calls(listed)) == (
+        "test-viewer", "test-router", "Nothing is open.", 2)
+    assert listed.steps.order_by("seq")[0].reason == (
         "routed to test-viewer: intent tracker_task_list, the member that may do it with the least authority "
         "(restricted)")
     greeted = AgentRun.objects.get(pk=ask(alice, chat, "hello!")[-1]["run_id"])
-    assert (greeted.reply, model_calls(greeted)) == ("Hello! Ask me about your tasks and projects.", 1)
+    assert (greeted.spec, greeted.reply, model_calls(greeted)) == (
+        "test-router", "Hello! Ask me about your tasks and projects.", 1)
     assert not AgentRun.objects.filter(parent=greeted).exists()
+    # The greeting's model call read the routed turn as the conversation it is: the person's words, the answer.
+    assert "Nothing is open." in json.dumps(fake_openai.bodies[2]["messages"])
 
 
 def test_a_handoff_two_members_deep_names_the_member_that_wrote_the_answer(
@@ -157,8 +174,10 @@ def test_a_handoff_two_members_deep_names_the_member_that_wrote_the_answer(
     garden = Project.objects.create(owner=alice, name="Garden")
     chat = AgentChat.objects.create(owner=alice, spec="test-router")
     fake_openai.queue(
-        # The router's model asks the desk; the desk routes the task to the clerk with no call of its own.
-        openai_stream([], [("a1", "ask_test-desk", {"task": "Add the task 'Dig' to the project 'Garden'."})]),
+        # The router's model asks the desk alone, in words that name no one tool (the desk's model decides); the
+        # desk's model asks the clerk alone.
+        openai_stream([], [("a1", "ask_test-desk", {"task": "The garden needs digging: put that on its list."})]),
+        openai_stream([], [("d1", "ask_test-clerk", {"task": "Add the task 'Dig' to the project 'Garden'."})]),
         openai_stream([], [("c1", "tracker_task_create", {"project": garden.pk, "title": "Dig"})]),
         openai_stream(["Added “Dig” to Garden."]),
     )
@@ -171,9 +190,10 @@ def test_a_handoff_two_members_deep_names_the_member_that_wrote_the_answer(
     answer = "Added “Dig” to Garden."
     assert [(run.spec, run.depth, run.reply, run.answered_by_id) for run in (top, desk, clerk)] == [
         ("test-router", 0, answer, clerk.pk), ("test-desk", 1, answer, clerk.pk), ("test-clerk", 2, answer, None)]
-    assert [model_calls(run) for run in (top, desk, clerk)] == [1, 0, 2]
+    # One model call more at each level than one assistant makes: each asker's answer is its member's.
+    assert [model_calls(run) for run in (top, desk, clerk)] == [1, 1, 2]
     assert top.steps.get(tool_name="ask_test-desk").result["written_by"] == "test-clerk"
-    assert len(fake_openai.bodies) == 3
+    assert len(fake_openai.bodies) == 4
     # The clerk two levels down wrote to the person: its text streamed as the reply.
     streamed = [event for event in events if event["type"] == "assistant.token"]
     assert {(event["run_id"], event.get("answers_person")) for event in streamed} == {(clerk.pk, True)}
@@ -181,6 +201,39 @@ def test_a_handoff_two_members_deep_names_the_member_that_wrote_the_answer(
         "test-clerk"]
     entries = {profile.spec_name: profile.window[-1] for profile in AgentProfile.objects.filter(owner=alice)}
     assert (entries["test-desk"]["handoff"], entries["test-clerk"]["handoff"]) == ("person", "person")
+
+
+def test_a_member_asked_a_plain_request_becomes_its_own_members_run_whose_answer_reaches_the_person(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    garden = Project.objects.create(owner=alice, name="Garden")
+    chat = AgentChat.objects.create(owner=alice, spec="test-router")
+    fake_openai.queue(
+        # The router's model asks the desk; the task is plainly the clerk's, so the desk's run becomes the clerk's.
+        openai_stream([], [("a1", "ask_test-desk", {"task": "Add the task 'Dig' to the project 'Garden'."})]),
+        openai_stream([], [("c1", "tracker_task_create", {"project": garden.pk, "title": "Dig"})]),
+        openai_stream(["Added “Dig” to Garden."]),
+    )
+    with assistant_settings_with(SPECS=router_deciding()):
+        events = ask(alice, chat, "The garden needs digging: put that on its list.")
+
+    top = AgentRun.objects.get(pk=events[-1]["run_id"])
+    [member] = AgentRun.objects.filter(parent=top)
+    answer = "Added “Dig” to Garden."
+    assert (member.spec, member.routed_from, member.depth, member.task) == (
+        "test-clerk", "test-desk", 1, "Add the task 'Dig' to the project 'Garden'.")
+    assert (top.reply, top.answered_by_id, member.reply) == (answer, member.pk, answer)
+    assert [model_calls(run) for run in (top, member)] == [1, 2] and len(fake_openai.bodies) == 3
+    assert member.steps.order_by("seq")[0].reason.startswith("routed to test-clerk: intent tracker_task_create")
+    assert top.steps.get(tool_name="ask_test-desk").result["written_by"] == "test-clerk"
+    streamed = [event for event in events if event["type"] == "assistant.token"]
+    assert {(event["run_id"], event.get("answers_person")) for event in streamed} == {(member.pk, True)}
+    assert list(AgentMessage.objects.filter(chat=chat, role="assistant").values_list("member", flat=True)) == [
+        "test-clerk"]
+    [entry] = AgentProfile.objects.get(owner=alice, spec_name="test-clerk").window
+    assert (entry["run_id"], entry["asked_by"], entry["routed_by"], entry["handoff"]) == (
+        member.pk, "test-router", "test-desk", "person")
+    assert not AgentProfile.objects.filter(owner=alice, spec_name="test-desk").exists()
 
 
 def test_an_answer_that_did_not_come_goes_back_to_the_asker_which_answers_the_person(
@@ -245,6 +298,7 @@ def test_stop_while_the_handed_over_member_writes_stops_the_tree_and_stores_no_r
 ) -> None:
     chat = AgentChat.objects.create(owner=alice, spec="test-router")
     fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-viewer", {"task": "List the person's open tasks."})]),
         openai_stream([], [("v1", "tracker_task_list", {})]),
         openai_stream([f"word{i} " for i in range(60)]),
     )
@@ -261,7 +315,8 @@ def test_stop_while_the_handed_over_member_writes_stops_the_tree_and_stores_no_r
         await tab.disconnect()
         return events
 
-    events = asyncio.run(scenario())
+    with assistant_settings_with(SPECS=router_deciding()):
+        events = asyncio.run(scenario())
     top = AgentRun.objects.get(pk=events[-1]["run_id"])
     [viewer] = AgentRun.objects.filter(parent=top)
     viewer = wait_for_run(viewer.pk, *AgentRun.ENDED_STATUSES)

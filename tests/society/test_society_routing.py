@@ -8,11 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.conf import settings
 
+from assistant.conversation.services import chat_send
+from assistant.models import AgentChat
+from assistant.runs.lifecycle import run_routed_config
 from assistant.society.members import member
 from assistant.society.offer import delegation_tools
 from assistant.society.routing import Route, plain_intent_of, plain_route
 from registry.services import profile_record_invocation
+from tests.conftest import assistant_settings_with
 
 pytestmark = pytest.mark.django_db
 
@@ -87,3 +92,21 @@ def test_what_the_asking_spec_does_itself_is_not_handed_on(alice: Any) -> None:
     assert route(alice, "Create the project 'Garden'", asking="test-desk") is None
     routed = route(alice, "Add the task 'Dig' to the project 'Garden'", asking="test-desk")
     assert routed is not None and routed.tool.member == "test-clerk"
+
+
+def test_a_routed_run_takes_its_members_settings_within_what_it_had_and_keeps_what_it_was_sent_with(
+    alice: Any,
+) -> None:
+    """The run a request is routed to has the member's model, instructions and profile; each limit is the smaller
+    of the member's own and the run's (a member asked never has more than its asker left); its page and place in
+    a tree stay; and it says where it came from."""
+    chat = AgentChat.objects.create(owner=alice, spec="test-router")
+    with assistant_settings_with(SPECS={**settings.ASSISTANT["SPECS"], "test-viewer": {
+            **settings.ASSISTANT["SPECS"]["test-viewer"], "limits": {"max_model_calls": 4, "max_tool_calls": 50}}}):
+        run = chat_send(user=alice, content="list my open tasks", chat_id=chat.pk).run
+        run.config = {**run.config, "max_model_calls": 9, "max_tool_calls": 3, "page": {"url": "/tracker/"}}
+        routed = run_routed_config(run, "test-viewer", reason="routed to test-viewer: why")
+    assert (routed["spec"], routed["permission_profile"]) == ("test-viewer", "restricted")
+    assert (routed["max_model_calls"], routed["max_tool_calls"]) == (4, 3)
+    assert routed["page"] == {"url": "/tracker/"}
+    assert routed["routed"] == {"from": "test-router", "reason": "routed to test-viewer: why"}

@@ -79,6 +79,8 @@ class Endings(TextMessages):
         if answered_by is not None:
             # Who wrote the reply, for a client that folds its members' work away: the answer is that subagent's.
             metadata.update(answeredBy=subagent_id(answered_by), member=(reply or {}).get("member"))
+        elif reply and reply.get("member"):
+            metadata["member"] = reply["member"]  # the run itself was the member's: a plain request routed to it
         return self._end([*events, RunFinishedEvent(
             thread_id=self.thread_id, run_id=self.run_id, outcome=RunFinishedSuccessOutcome(),
             result={"reply": text}, metadata=metadata)])

@@ -595,7 +595,8 @@
   };
 
   // The reply as it streams, in its top run's draft: the top run's own model's text, or that of the member whose
-  // answer is to be the reply (`answers_person`), named as its reply will be. A draft holds one writer's text.
+  // answer is to be the reply (`answers_person`), named as its reply will be; a run a plain request made a member's
+  // (`routed_to`) is named for that member. A draft holds one writer's text.
   Conversation.prototype.streamReply = function (event) {
     var writer = this.runs[event.run_id];
     var run = this.run(this.rootOf(event.run_id));
@@ -603,7 +604,8 @@
     if (!run.draft) {
       run.draft = this.append(el("li", "assistant-message is-assistant is-draft"));
       run.draftBy = event.run_id;
-      if (writer && writer.member) run.draft.appendChild(el("p", "assistant-message-member", memberLabel(writer.member)));
+      var named = writer && writer.member ? writer.member : event.routed_to;
+      if (named) run.draft.appendChild(el("p", "assistant-message-member", memberLabel(named)));
       run.draftBody = run.draft.appendChild(el("div", "assistant-message-body"));
     }
     var follow = this.nearBottom();
