@@ -288,7 +288,10 @@ def report(found: dict[str, list[list[Measured]]]) -> list[str]:
         verdict, kept = _verdict(single, society)
         table.append(("", "difference", "/".join(f"{value:+d}" for value in extra) if len(set(extra)) > 1
                       else f"{extra[0]:+d}", "", "", verdict, ""))
-        tree = " → ".join(dict.fromkeys(spec for row in society for spec in row.run_specs))
+        # A routed request's one run became its member's: said so, rather than as a run of the member alone.
+        tree = " / ".join(dict.fromkeys(
+            (f"{SOCIETY}'s run became {row.run_specs[0]}'s" if row.routed else " → ".join(row.run_specs))
+            for row in society))
         routed = [bool(row.routed) for row in society]
         routed_said = ("routed without a call" if all(routed) else "not routed: the orchestrator's model chose"
                        if not any(routed) else "routed without a call in repetition(s) " + ", ".join(

@@ -682,8 +682,10 @@ def test_a_member_answering_the_person_after_an_approval_answers_once_in_the_res
     chore = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Old chore",
                                 created_by=alice)
     made = token_create(owner=alice, name="Copilot", spec="test-desk")
-    fake_openai.queue(openai_stream([], [("k1", "tracker_task_delete", {"pk": chore.pk})]))
-    asked = said("Delete the task 'Old chore'", "u-ask")
+    # Words that point rather than name ("that"): the desk's model decides, and asks the clerk alone.
+    fake_openai.queue(openai_stream([], [("d1", "ask_test-clerk", {"task": "Delete the task 'Old chore'."})]),
+                      openai_stream([], [("k1", "tracker_task_delete", {"pk": chore.pk})]))
+    asked = said("Get rid of that old chore for me", "u-ask")
 
     first = post(port, run_input("t-ask-first", "r-1", asked), bearer(made.secret))
 
@@ -701,7 +703,37 @@ def test_a_member_answering_the_person_after_an_approval_answers_once_in_the_res
     assert succeeded(answered).result == {"reply": answer}
     assert not Task.objects.filter(pk=chore.pk).exists()
     top = AgentRun.objects.get(parent__isnull=True)
-    assert (top.reply, top.answered_by_id, model_calls(top)) == (answer, AgentRun.objects.get(parent=top).pk, 0)
+    assert (top.reply, top.answered_by_id, model_calls(top)) == (answer, AgentRun.objects.get(parent=top).pk, 1)
+
+
+def test_a_routed_request_that_needs_an_approval_is_the_members_own_interrupt_and_answers_once_when_resumed(
+    port: int, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, alice: Any
+) -> None:
+    chore = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Old chore",
+                                created_by=alice)
+    made = token_create(owner=alice, name="Copilot", spec="test-desk")
+    fake_openai.queue(openai_stream([], [("k1", "tracker_task_delete", {"pk": chore.pk})]))
+    asked = said("Delete the task 'Old chore'", "u-routed-ask")
+
+    first = post(port, run_input("t-routed-ask", "r-1", asked), bearer(made.secret))
+
+    verified(first.events)
+    [question] = interrupted(first)
+    [run] = AgentRun.objects.all()
+    assert (run.spec, run.routed_from, run.status) == ("test-clerk", "test-desk", "awaiting_confirmation")
+    assert question.subagent_run_id is None and not first.of(EventType.SUBAGENT_STARTED)
+    assert Task.objects.filter(pk=chore.pk).exists()
+
+    fake_openai.queue(openai_stream(["Deleted “Old chore”."]))
+    answered = post(port, resume("t-routed-ask", "r-2", question.id), bearer(made.secret))
+
+    verified(answered.events)
+    answer = "Deleted “Old chore”."
+    assert said_once(answered, answer).subagent_run_id is None
+    assert succeeded(answered).metadata["member"] == "test-clerk"
+    assert not Task.objects.filter(pk=chore.pk).exists()
+    run.refresh_from_db()
+    assert (run.status, run.reply, model_calls(run), len(fake_openai.bodies)) == ("succeeded", answer, 2, 2)
 
 
 # --- who may ask ---------------------------------------------------------------------------------------

@@ -26,6 +26,12 @@ def ask_orchestrator(user: Any, text: str) -> AgentRun:
                         timeout=60)
 
 
+def worked_by(top: AgentRun) -> list[AgentRun]:
+    """The runs that did a request's work: the run itself when the request was routed to a member (it became that
+    member's run), else the members it asked, first asked first."""
+    return [top] if top.routed_from else list(AgentRun.objects.filter(root=top).order_by("pk"))
+
+
 def test_the_demo_model_hands_each_part_of_a_request_to_its_member(alice: Any, celery_worker: WorkerProcess) -> None:
     home = Project.objects.create(owner=alice, name="Home")
     Task.objects.create(project=home, title="Fix the tap")
@@ -76,12 +82,12 @@ def test_the_demo_model_hands_each_part_of_a_request_to_its_member(alice: Any, c
 def test_a_single_request_goes_to_the_one_member_for_it(alice: Any, celery_worker: WorkerProcess) -> None:
     Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
 
-    top = ask_orchestrator(alice, "list my open tasks")
+    run = ask_orchestrator(alice, "list my open tasks")
 
-    assert top.status == "succeeded", top.error
-    [reader] = AgentRun.objects.filter(root=top)
-    assert (reader.spec, reader.status) == ("reader", "succeeded")
-    assert "Fix the tap" in top.reply
+    # Plainly the reader's: the run became the reader's, with no model call of the orchestrator's and no member run.
+    assert run.status == "succeeded", run.error
+    assert (run.spec, run.routed_from, worked_by(run)) == ("reader", "orchestrator", [run])
+    assert "Fix the tap" in run.reply
 
 
 def test_a_members_failure_stops_the_plan_and_says_what_was_not_done(alice: Any, celery_worker: WorkerProcess) -> None:
@@ -113,24 +119,22 @@ def test_the_readmes_requests_go_through_the_members(
     top = ask_orchestrator(alice, request_text)
 
     assert top.status == "succeeded", top.error
-    members = list(AgentRun.objects.filter(root=top).order_by("pk"))
+    members = worked_by(top)
     assert members[0].spec == member and all(run.status == "succeeded" for run in members)
     if effect is not None:
         assert Task.objects.filter(project__owner=alice, title=effect).count() == 1
     assert "Fix the tap" in top.reply or effect in top.reply
 
 
-def test_a_delete_waits_for_the_persons_approval_of_the_keepers_step(
+def test_a_delete_is_routed_to_the_keeper_whose_run_waits_for_the_persons_approval(
     alice: Any, celery_worker: WorkerProcess
 ) -> None:
     Project.objects.create(owner=alice, name="Home")
     chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
-    top = wait_for_run(chat_send(user=alice, content="delete the project Home", chat_id=chat.pk).run.pk,
-                       "awaiting_members", *AgentRun.ENDED_STATUSES, timeout=60)
-    assert top.status == "awaiting_members"
-    keeper = wait_for_run(AgentRun.objects.get(root=top).pk, "awaiting_confirmation", *AgentRun.ENDED_STATUSES,
-                          timeout=30)
-    assert keeper.spec == "keeper"
+    # Plainly the keeper's (only it deletes projects): the run becomes the keeper's, and waits for the person.
+    keeper = wait_for_run(chat_send(user=alice, content="delete the project Home", chat_id=chat.pk).run.pk,
+                          "awaiting_confirmation", *AgentRun.ENDED_STATUSES, timeout=60)
+    assert (keeper.status, keeper.spec, keeper.routed_from) == ("awaiting_confirmation", "keeper", "orchestrator")
     waiting = keeper.steps.get(state="awaiting_confirmation")
     assert waiting.tool_name == "tracker_project_delete" and "Home" in waiting.summary
     assert Project.objects.filter(owner=alice, name="Home").exists()
@@ -200,7 +204,7 @@ def test_each_example_it_shows_is_handed_to_the_member_it_is_shown_for(
         top = ask_orchestrator(alice, filled(example))
 
         assert top.status == "succeeded", (example, top.error)
-        [asked] = AgentRun.objects.filter(parent=top)
+        [asked] = worked_by(top)
         assert (asked.spec, asked.status) == (name, "succeeded"), (example, asked.spec, asked.error)
 
 
@@ -223,6 +227,6 @@ def test_a_greeting_before_a_request_does_not_swallow_it(alice: Any, celery_work
     top = ask_orchestrator(alice, "hi, list my tasks")
 
     assert top.status == "succeeded", top.error
-    [reader] = AgentRun.objects.filter(parent=top)
+    [reader] = worked_by(top)
     assert reader.spec == "reader"
     assert "Fix the tap" in top.reply
