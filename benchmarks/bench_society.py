@@ -81,7 +81,8 @@ class Measured:
 
     @property
     def members(self) -> list[str]:
-        return sorted(set(self.run_specs[1:]))
+        """The members that did the work: the one a routed request's run became, else those its run asked."""
+        return [self.run_specs[0]] if self.routed else sorted(set(self.run_specs[1:]))
 
 
 # --- the person and their data ----------------------------------------------------------------------------

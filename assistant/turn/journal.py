@@ -165,8 +165,9 @@ class StepJournal:
 
     def route(self, spec: str, config: dict[str, Any], *, reason: str) -> AgentStep:
         """The run becomes the run of the member `spec` with these settings and model (routing, see
-        `lifecycle.run_routed_config`), and a notice says why; staged: both are written in the statement of the next write (at the latest before
-        its first model call). A worker that dies before then leaves the run as it was, to be routed again."""
+        `lifecycle.run_routed_config`), and a notice says why. Staged: both are written in the statement of the
+        next write (at the latest before its first model call); a worker that dies before then leaves the run as
+        it was, to be routed again."""
         self.run.spec, self.run.config, self.run.model = spec, config, str(config["model"])
         self._staged.append((self.run, ("spec", "config", "model")))
         return self.add(kind=Kind.NOTICE, reason=reason, took_effect=False, stage=True)

@@ -24,7 +24,7 @@ from tests.faults.stack import Daphne, Socket, Valkey
 # Every connection the stack's processes open carries this name, so a test can end exactly those.
 APPLICATION_NAME = "assistant-fault-stack"
 #: The fault stack's specs that hand work round, each with a script of its own.
-MEMBER_SPECS = ("fault-lead", "fault-asker", "fault-member")
+MEMBER_SPECS = ("fault-lead", "fault-asker", "fault-member", "fault-router", "fault-slow")
 
 
 class Stack:

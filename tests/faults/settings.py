@@ -25,4 +25,9 @@ ASSISTANT["SPECS"] = {
                     "model": f"scripted:{_SCRIPTS / 'fault-asker.json'}", "delegates": ["fault-member"]},
     "fault-member": {"tools": ["test_record_effect", "test_slow_effect"], "permission_profile": "standard",
                      "role": "Records effects, some slowly.", "model": f"scripted:{_SCRIPTS / 'fault-member.json'}"},
+    # A request only its member's one tool fits is routed there with no model call: the run becomes the member's.
+    "fault-router": {"tools": [], "permission_profile": "standard", "role": "Routes requests to the slow member.",
+                     "model": f"scripted:{_SCRIPTS / 'fault-router.json'}", "delegates": ["fault-slow"]},
+    "fault-slow": {"tools": ["test_slow_effect"], "permission_profile": "standard", "role": "Records effects slowly.",
+                   "model": f"scripted:{_SCRIPTS / 'fault-slow.json'}"},
 }

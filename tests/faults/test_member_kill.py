@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db.models import Q
 
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
 from registry.models import AgentProfile
@@ -16,9 +17,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def killed_inside_the_slow_tool(stack: Stack, top_id: int, *, what: str) -> AgentRun:
-    """SIGKILL the worker (and its pool) once a run of the tree is inside `test_slow_effect`, start a new one, and
-    return the top run once it has ended."""
-    wait_for(lambda: AgentStep.objects.filter(run__root_id=top_id, tool_name="test_slow_effect",
+    """SIGKILL the worker (and its pool) once a run of the tree (the top run or one below it) is inside
+    `test_slow_effect`, start a new one, and return the top run once it has ended."""
+    wait_for(lambda: AgentStep.objects.filter(Q(run_id=top_id) | Q(run__root_id=top_id), tool_name="test_slow_effect",
                                               state="started").exists(), timeout=20, what=what)
     stack.worker.kill()
     stack.worker.start()
@@ -129,5 +130,37 @@ def test_a_worker_killed_two_members_deep_in_a_handoff_resumes_and_the_deepest_a
     windows = {profile.spec_name: [entry["run_id"] for entry in profile.window]
                for profile in AgentProfile.objects.filter(owner=alice)}
     assert windows == {"fault-lead": [top.pk], "fault-asker": [asker.pk], "fault-member": [member.pk]}
+    stack.assert_all_alive()
+    page.close()
+
+
+def test_a_worker_killed_inside_a_routed_run_resumes_it_as_the_members_run_with_its_effect_unknown_and_one_notice(
+    alice: Any, stack: Stack
+) -> None:
+    """A plain request made the run its member's (routing): killed inside the member's slow tool, the run is taken
+    up again as the member's (not routed a second time), the cut-short effect is not redone, and the router's model
+    is never asked (its script has nothing to give)."""
+    stack.script_for(
+        "fault-slow",
+        {"tool_calls": [{"name": "test_slow_effect", "arguments": {"label": "routed-during", "seconds": 5}}]},
+        {"text": "I could not tell whether it was recorded."},
+    )
+    AgentChat.objects.create(owner=alice, spec="fault-router")
+    page = stack.socket(alice)
+    run_id = page.send_message("record an effect slowly")["run_id"]
+    run = killed_inside_the_slow_tool(stack, run_id, what="the routed run's slow tool to start")
+
+    assert_one_reply(run, "I could not tell whether it was recorded.")
+    assert (run.spec, run.routed_from, run.attempts, run.parent_id) == ("fault-slow", "fault-router", 2, None)
+    assert not AgentRun.objects.filter(root_id=run_id).exists()
+    steps = list(run.steps.order_by("seq"))
+    assert [(step.kind, step.tool_name) for step in steps] == [
+        ("notice", ""), ("model_call", ""), ("tool_call", "test_slow_effect"), ("model_call", "")]
+    assert steps[0].reason.startswith("routed to fault-slow: intent test_slow_effect")
+    assert (steps[2].result["status"], steps[2].took_effect) == ("unknown", None)
+    assert Effect.objects.filter(label="routed-during").count() == 0
+    windows = {profile.spec_name: [entry["run_id"] for entry in profile.window]
+               for profile in AgentProfile.objects.filter(owner=alice)}
+    assert windows == {"fault-slow": [run.pk]}
     stack.assert_all_alive()
     page.close()
