@@ -177,6 +177,11 @@ class StepJournal:
         """Record a tool step's outcome (what the executor answered, or why nothing ran). `stage`: written with
         the next write (not while the run follows a plan, whose record follows each outcome at once)."""
         step_outcome_set(step, outcome, duration_ms)
+        if self.plan is not None and self._follows_plan(step) and not any(
+                step.pk in planned["step_ids"] for planned in self.plan.steps):
+            # Its start reached the record but not the plan (a worker died between the two writes): the plan hears
+            # of it now, so the plan step it carried out ends as it did rather than as never started.
+            step_started(self.plan.steps, step)
         followed = step_finished(self.plan.steps, step) if self.plan is not None and self._follows_plan(step) else None
         if followed and followed["status"] == AgentPlan.Status.FAILED:
             # Said to the model with the outcome, as data: the plan is to be revised, not ploughed on with.

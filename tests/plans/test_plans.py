@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 
-from assistant.models import AgentPlan, AgentRun
+from assistant.models import AgentChat, AgentPlan, AgentRun
+from assistant.plans.record import plan_steps
+from assistant.runs.lease import lease_claim
 from assistant.testing.sockets import REPLY_ENDED, connect, receive_until
+from assistant.turn.journal import StepJournal
 from tests.conftest import WorkerProcess, assistant_settings_with
 from tracker.models import Project, Task
 
@@ -278,3 +281,26 @@ def test_a_revision_numbers_new_steps_after_every_step_it_keeps() -> None:
                        notes={"clerk": "no record yet"})
     assert [(step["n"], step["do"]) for step in steps] == [(1, "a"), (3, "c"), (4, "d"), (5, "e")]
     assert (steps[3]["member"], steps[3]["member_note"], steps[3]["status"]) == ("clerk", "no record yet", "pending")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_the_plan_never_heard_start_still_ends_its_plan_step_as_it_ended(alice: Any) -> None:
+    """A worker that dies between writing a tool step and the plan's note of it leaves the step started and its plan
+    step pending. The worker that takes the run up finds the step's outcome unknown: the plan step it carried out
+    fails, saying so, rather than ending as "skipped" (never started) when the run answers."""
+    chat = AgentChat.objects.create(owner=alice)
+    run = lease_claim(AgentRun.objects.create(owner=alice, chat=chat, model="offline").pk, "first-worker")
+    assert run is not None
+    plan = AgentPlan.objects.create(run=run, revision=1, steps=plan_steps([
+        {"do": "Record one", "tool": "test_record_effect"}, {"do": "Record two, slowly", "tool": "test_slow_effect"}]))
+    # The step as the dead worker left it: on the record, the plan not told.
+    started = StepJournal(run, "first-worker", []).add(kind="tool_call", state="started",
+                                                        tool_name="test_slow_effect", call_id="c2")
+    assert statuses({"steps": AgentPlan.objects.get(pk=plan.pk).steps}) == ["pending", "pending"]
+
+    StepJournal(run, "first-worker", [started], plan=plan).finish_step(
+        started, {"status": "unknown", "took_effect": None, "reason": "The worker stopped before it finished."})
+
+    plan.refresh_from_db()
+    assert statuses({"steps": plan.steps}) == ["pending", "failed"]
+    assert plan.steps[1]["step_ids"] == [started.pk] and "stopped before it finished" in plan.steps[1]["why"]
