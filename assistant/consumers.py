@@ -137,7 +137,7 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         try:
             await handler(content)
         except (BadRequest, services.Refused) as exc:
-            await self.send_error(exc.code, exc.message, request_id)
+            await self.send_error(exc.code, exc.message, request_id, fields=getattr(exc, "fields", None))
         except selectors.NotFound as exc:
             # A load names a chat: a chat that is not the person's fails the thread. A paging cursor
             # that names nothing of theirs is an error like any other missing id.
@@ -198,8 +198,11 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         comment = content.get("comment", "")
         if not isinstance(comment, str) or "\x00" in comment:
             raise BadRequest("bad_request", '"comment" must be a string without NUL characters.')
+        arguments = content.get("arguments")  # approve with changes: the values the person approved
+        if arguments is not None and not isinstance(arguments, dict):
+            raise BadRequest("bad_request", '"arguments" must be an object of the action\'s values.')
         await database_sync_to_async(services.run_confirm)(user=self.user, run_id=run_id, step_id=step_id,
-                                                           approve=approve, comment=comment)
+                                                           approve=approve, comment=comment, arguments=arguments)
 
     async def on_feedback(self, content: dict[str, Any]) -> None:
         run_id = frame_id(content, "run_id", required=True)
@@ -268,8 +271,11 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
                 return
             await self.send_json(event)
 
-    async def send_error(self, code: str, message: str, request_id: Any = None) -> None:
-        await self.send_json({"type": event_names.ERROR, "code": code, "message": message, "request_id": request_id})
+    async def send_error(self, code: str, message: str, request_id: Any = None, *,
+                         fields: dict[str, str] | None = None) -> None:
+        """`fields`: what is wrong with each value the person typed, by field name (a card's form shows each)."""
+        error = {"type": event_names.ERROR, "code": code, "message": message, "request_id": request_id}
+        await self.send_json({**error, "fields": fields} if fields else error)
 
     async def send_json(self, content: Any, close: bool = False) -> None:
         # Within the bounds every event keeps (see assistant.live.events.bounded): valid JSON a browser reads

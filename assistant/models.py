@@ -327,6 +327,9 @@ class AgentStep(models.Model):
     )
     confirmation = models.CharField(max_length=16, choices=Confirmation.choices, blank=True)
     arguments = models.JSONField(default=dict, blank=True)
+    # What the model asked for, when the person changed the arguments before approving the step (its
+    # `arguments` are then what they approved, and what ran); null when nobody changed them.
+    asked_arguments = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     took_effect = models.BooleanField(null=True, blank=True)
     reason = models.TextField(blank=True)

@@ -119,9 +119,10 @@ def _check_token_may(caller: Caller, chat: AgentChat | None) -> None:
                                     f"as “{token.spec}”: start a new thread with this token.")
 
 
-def _resume_answers(resume: list[ResumeEntry]) -> list[tuple[int, bool, str]]:
-    """Each entry as (step id, approve, comment); BadResume for an entry this endpoint did not ask."""
-    answers: list[tuple[int, bool, str]] = []
+def _resume_answers(resume: list[ResumeEntry]) -> list[tuple[int, bool, str, dict[str, Any] | None]]:
+    """Each entry as (step id, approve, comment, the values approved instead of the model's, if any); BadResume
+    for an entry this endpoint did not ask."""
+    answers: list[tuple[int, bool, str, dict[str, Any] | None]] = []
     seen: set[int] = set()
     for entry in resume:
         number = entry.interrupt_id.removeprefix(_INTERRUPT_PREFIX)
@@ -134,17 +135,20 @@ def _resume_answers(resume: list[ResumeEntry]) -> list[tuple[int, bool, str]]:
         seen.add(step_id)
         if entry.status == "cancelled":
             # Abandoned: the action is not taken, as when the person declines it in the panel.
-            answers.append((step_id, False, ""))
+            answers.append((step_id, False, "", None))
             continue
-        payload = entry.payload
-        approve = payload.get("approve") if isinstance(payload, dict) else None
-        comment = payload.get("comment", "") if isinstance(payload, dict) else ""
+        payload = entry.payload if isinstance(entry.payload, dict) else {}
+        approve = payload.get("approve")
+        comment = payload.get("comment", "")
         if not isinstance(approve, bool):
             raise BadResume("bad_request", 'A resolved approval carries {"approve": true} or {"approve": false} as '
                                            "its payload.")
         if not isinstance(comment, str) or "\x00" in comment:
             raise BadResume("bad_request", '"comment" must be a string without NUL characters.')
-        answers.append((step_id, approve, comment))
+        arguments = payload.get("arguments")  # approve with changes: the values the person approved
+        if arguments is not None and not isinstance(arguments, dict):
+            raise BadResume("bad_request", '"arguments" must be an object of the action\'s values.')
+        answers.append((step_id, approve, comment, arguments))
     return answers
 
 
@@ -156,9 +160,9 @@ def _resume(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, *, new_r
         raise BadResume("bad_request", '"resume" answers at least one interrupt.')
     user = caller.user
     steps = {step.pk: step for step in AgentStep.objects.for_user(user).select_related("run")
-             .filter(pk__in=[step_id for step_id, _, _ in answers])}
+             .filter(pk__in=[step_id for step_id, *_ in answers])}
     tops = set()
-    for step_id, approve, _ in answers:
+    for step_id, approve, *_ in answers:
         step = steps.get(step_id)
         if step is None or step.run.chat_id != chat.pk:  # another person's, or another chat's: as missing
             raise NotFound(f"No interrupt {_INTERRUPT_PREFIX}{step_id} waits in this thread.")
@@ -170,12 +174,12 @@ def _resume(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, *, new_r
     (top,) = tops
     # What the client holds: the tree as the interrupted run left it, read before it is answered.
     before = tree_state(user, top)
-    for step_id, approve, comment in answers:
+    for step_id, approve, comment, arguments in answers:
         # The panel's answer, with its rules: the step must be the one its run waits on now, else
         # `stale_confirmation`, and nothing changes (the transaction this runs in rolls every answer back).
         try:
             services.run_confirm(user=user, run_id=steps[step_id].run_id, step_id=step_id, approve=approve,
-                                 comment=comment)
+                                 comment=comment, arguments=arguments)
         except Refused as refused:
             if refused.code != "stale_confirmation":
                 raise
@@ -190,7 +194,7 @@ def _resume(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, *, new_r
     # Else the runId is the one of the run that asked (or another of the thread's): its row stays as it is, and
     # posted again without `resume` it re-attaches to the run it names.
     return Begun(mode="resumed", chat_id=chat.pk, top_run_id=top, state=before,
-                 answered=frozenset(step_id for step_id, _, _ in answers))
+                 answered=frozenset(step_id for step_id, *_ in answers))
 
 
 def _send(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, message: UserMessage) -> Begun:

@@ -138,7 +138,9 @@ async def _run(caller: Caller, inp: RunAgentInput, events: _Events) -> AsyncIter
     try:
         begun = await in_db_thread(_begin)(caller, inp)
     except Refused as refused:
-        yield RunErrorEvent(message=refused.message, code=refused.code)
+        # The protocol's error has words only: what is wrong with each value the person typed is said in them.
+        problems = " ".join(f"{name}: {problem}" for name, problem in (refused.fields or {}).items())
+        yield RunErrorEvent(message=f"{refused.message} {problems}".strip(), code=refused.code)
         return
     except NotFound as missing:
         yield RunErrorEvent(message=str(missing) or "Not found.", code="not_found")

@@ -45,7 +45,11 @@ from assistant.runs.lifecycle import (
     run_resume_answered,
     run_sent_announce,
 )
+from assistant.runs.model_output import storable_json
 from assistant.runs.rows import write_together
+from assistant.tools import tools_for
+from assistant.tools.describe import describe_call
+from assistant.tools.validation import validate_arguments
 from registry.services import profile_entry_score
 
 # A chat's title, as the person renames it (the model field's length).
@@ -57,12 +61,14 @@ RATE_LIMITED = "You are sending messages faster than the assistant accepts; wait
 
 
 class Refused(Exception):
-    """The request is understood but cannot be done now; `code` is stable, `message` is for people."""
+    """The request is understood but cannot be done now; `code` is stable, `message` is for people; `fields`, for
+    values the person typed, says what is wrong with each (by field name)."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, fields: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.fields = fields
 
 
 @dataclass(frozen=True)
@@ -255,13 +261,19 @@ MAX_PLAN_COMMENT_CHARS = 2000
 
 
 @transaction.atomic
-def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment: str = "") -> AgentRun:
+def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment: str = "",
+                arguments: dict[str, Any] | None = None) -> AgentRun:
     """Answer the question a run is waiting on; the run then goes on in a worker.
 
     The answer names the step it answers, the card the person saw. Anything but the step the run is
     waiting on now (one already answered, another run's, one that asked nothing) is refused as
     `stale_confirmation` and changes nothing: an approval can never land on an action nobody saw.
-    Another person's run or step answers exactly like a missing one."""
+    Another person's run or step answers exactly like a missing one.
+
+    `arguments`: the person approves the action with these values instead of the model's (approve with changes).
+    They are checked as the tool's own arguments are; a value that does not fit is refused (`invalid_arguments`,
+    with what is wrong with each field) and nothing changes: the run still waits. The step keeps what the model
+    asked for (`asked_arguments`) beside what was approved, which is what runs."""
     run = AgentRun.objects.for_user(user).select_for_update(of=("self",)).filter(pk=run_id).first()
     if run is None:
         raise NotFound(f"No run {run_id!r}.")
@@ -281,6 +293,8 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
         answer_card(run, pending, approve, comment)
         return run
     plan = AgentPlan.objects.filter(made_in=pending).first() if pending.tool_name == PLAN_TOOL else None
+    changed = () if arguments is None else _approve_with_changes(user, run, pending, arguments, approve=approve,
+                                                                   plan=plan)
     comment = readable_text(comment or "", multiline=True)
     if comment and (approve or plan is None):
         raise Refused("bad_request", "A comment answers a plan instead of approving it: send it with approve false, "
@@ -289,9 +303,9 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
         raise Refused("bad_request", f"Comments are limited to {MAX_PLAN_COMMENT_CHARS} characters; "
                                      f"this one has {len(comment)}.")
     pending.confirmation = AgentStep.Confirmation.APPROVED if approve else AgentStep.Confirmation.DENIED
-    pending.reason = ("Approved; running." if approve else
+    pending.reason = ("Approved with your changes; running." if changed else "Approved; running." if approve else
                       f"You asked for changes: {comment}" if comment else "Declined by you.")
-    pending.save(update_fields=["confirmation", "reason"])
+    pending.save(update_fields=["confirmation", "reason", *changed])
     if plan is not None:
         # The plan shown, and only that revision: its row says how the person answered it.
         plan.approval = (AgentPlan.Approval.APPROVED if approve else
@@ -302,6 +316,33 @@ def run_confirm(*, user: Any, run_id: int, step_id: int, approve: bool, comment:
     run_resume_answered(run, pending)
     run_enqueue(run.pk)
     return run
+
+
+def _approve_with_changes(user: Any, run: AgentRun, pending: AgentStep, arguments: Any, *, approve: bool,
+                          plan: AgentPlan | None) -> tuple[str, ...]:
+    """Put the person's values on the step that waits, keeping the model's, once they are checked as the tool's own
+    arguments are; the fields changed, for the answer to save. Refused, changing nothing, when they may not be
+    given here or do not fit."""
+    if not approve or plan is not None or channel_policy(run.channel).answer_card is not None:
+        raise Refused("bad_request", "Changed values go with an approval of an action the assistant waits on here "
+                                     "(not a plan, and not a denial).")
+    if not isinstance(arguments, dict):
+        raise Refused("bad_request", '"arguments" must be an object of the action\'s values.')
+    settings = run.config or {}
+    tool = next((each for each in tools_for(user, settings.get("spec"), settings.get("permission_profile") or None)
+                 if each.name == pending.tool_name), None)
+    if tool is None:
+        raise Refused("bad_request", "This action's values cannot be changed here; approve or deny it as it is.")
+    problems = validate_arguments(arguments, tool.parameters)
+    if problems:
+        raise Refused("invalid_arguments", "Some values do not fit this action; nothing was done.", fields=problems)
+    approved = storable_json(arguments)[0]
+    if approved == pending.arguments:
+        return ()  # the values as the model asked: an approval like any other
+    pending.asked_arguments = pending.arguments
+    pending.arguments = approved
+    pending.summary = describe_call(user, tool, approved)  # the step says what ran, in words
+    return ("arguments", "asked_arguments", "summary")
 
 
 FEEDBACK_SCORES = {1: 1.0, -1: 0.0, 0: None}

@@ -91,7 +91,8 @@ def run_payload(run: AgentRun) -> dict[str, Any]:
 def step_payload(step: AgentStep) -> dict[str, Any]:
     return {
         "id": step.pk, "run_id": step.run_id, "seq": step.seq, "kind": step.kind, "state": step.state,
-        "tool_name": step.tool_name, "call_id": step.call_id, "arguments": step.arguments, "result": step.result,
+        "tool_name": step.tool_name, "call_id": step.call_id, "arguments": step.arguments,
+        "asked_arguments": step.asked_arguments, "result": step.result,
         "took_effect": step.took_effect, "reason": step.reason, "confirmation": step.confirmation,
         "summary": step.summary or None, "containment": step.containment,
         "usage": {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens},

@@ -118,6 +118,18 @@ def record_outcome(turn: Turn, step: AgentStep | None, call: ToolCall, outcome: 
     turn.journal.finish_step(step, outcome, duration, stage=True)
 
 
+def changed_by_person(step: AgentStep) -> dict[str, Any]:
+    """What the model is told when the person changed the call's values before approving it: each value it asked
+    for and the one that ran (approve with changes), so it does not say or do what it asked as if it had run."""
+    asked = step.asked_arguments
+    if not isinstance(asked, dict):
+        return {}
+    approved = step.arguments or {}
+    changes = {name: {"asked": asked.get(name), "approved": approved.get(name)}
+               for name in sorted({*asked, *approved}) if asked.get(name) != approved.get(name)}
+    return {"changed_by_person": changes} if changes else {}
+
+
 class Toolset:
     """The calls of one kind: `owns` says which, `call` makes one (or, for a kind handled together, all of
     the answer's)."""
@@ -200,7 +212,7 @@ class AppTools(Toolset):
             spec=turn.config.get("spec"), profile=turn.config.get("permission_profile") or None,
             sent_from=turn.authority.sent_from,
         )
-        record_outcome(turn, step, call, outcome.to_model(), started=started)
+        record_outcome(turn, step, call, {**outcome.to_model(), **changed_by_person(step)}, started=started)
         if outcome.session_ended:
             raise SessionEnded()
         return Next.ON

@@ -245,9 +245,12 @@ def succeeded(stream: Stream) -> RunFinishedEvent:
     return end
 
 
-def resume(thread: str, run: str, interrupt_id: str, approve: bool = True, **entry: Any) -> dict[str, Any]:
+def resume(thread: str, run: str, interrupt_id: str, approve: bool = True, *,
+           arguments: dict[str, Any] | None = None, **entry: Any) -> dict[str, Any]:
+    """`arguments`: approve with these values instead of the model's."""
+    payload = {"approve": approve, **({"arguments": arguments} if arguments is not None else {})}
     return run_input(thread, run, resume=[{"interrupt_id": interrupt_id, "status": "resolved",
-                                           "payload": {"approve": approve}, **entry}])
+                                           "payload": payload, **entry}])
 
 
 # --- a turn ------------------------------------------------------------------------------------------
@@ -1040,3 +1043,34 @@ def test_each_ag_ui_run_is_the_panels_record_with_its_steps_in_the_admin(
     # The chat is the person's, in their panel's list like any other they talk in.
     assert run.chat.channel == "panel" and run.chat.title == "My projects?"
     assert AgentProfile.objects.get(owner=alice, spec_name=run.spec).invocations == 1
+
+
+def test_a_resume_may_approve_with_changed_values_and_one_that_does_not_fit_runs_nothing(
+    port: int, model: Callable[..., None], celery_worker: WorkerProcess, alice: Any
+) -> None:
+    task = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+    model({"tool_calls": [{"name": "test_task_change", "arguments": {"pk": task.pk, "title": "Buy mlk"}}]},
+          {"text": "Renamed."})
+    person = browser(alice)
+    first = post(port, run_input("t-edit", "r-1", said("rename it", "m-edit")), person.headers())
+    [question] = interrupted(first)
+    assert question.response_schema["properties"]["arguments"]["type"] == "object"
+    assert question.metadata["arguments"] == {"pk": task.pk, "title": "Buy mlk"}
+
+    unfit = post(port, resume("t-edit", "r-2", question.id, arguments={"pk": task.pk, "title": ["Buy", "milk"]}),
+                 person.headers())
+
+    verified(unfit.events)
+    [error] = unfit.of(EventType.RUN_ERROR)
+    assert error.code == "invalid_arguments" and "title" in error.message
+    assert Task.objects.get(pk=task.pk).title == "Fix the tap"
+    assert AgentRun.objects.get().status == "awaiting_confirmation"
+
+    fixed = post(port, resume("t-edit", "r-3", question.id, arguments={"pk": task.pk, "title": "Buy milk"}),
+                 person.headers())
+
+    verified(fixed.events)
+    assert succeeded(fixed).result == {"reply": "Renamed."}
+    assert Task.objects.get(pk=task.pk).title == "Buy milk"
+    step = AgentStep.objects.get(tool_name="test_task_change")
+    assert (step.arguments["title"], step.asked_arguments["title"]) == ("Buy milk", "Buy mlk")

@@ -271,7 +271,11 @@ def test_the_panels_new_controls_have_no_serious_violations(
                  {"text": "Deleted."})
     page.fill(f"{DOCK} [data-assistant-input]", "delete the project Home")
     page.press(f"{DOCK} [data-assistant-input]", "Enter")
-    page.locator(f"{DOCK} .assistant-confirm details summary").click()
+    # The card's details and its form of values (approve with changes), both open for the check.
+    page.locator(f"{DOCK} .assistant-confirm [data-confirm='approve']").wait_for()
+    for summary in page.locator(f"{DOCK} .assistant-confirm details > summary").all():
+        summary.click()
+    page.locator(f"{DOCK} .assistant-confirm [data-confirm-form]").wait_for()
     page.click(f"{DOCK} [data-assistant-chats-toggle]")
     page.wait_for_selector(f"{DOCK} [data-assistant-chats] [data-chat-id]")
 

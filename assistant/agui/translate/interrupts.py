@@ -14,15 +14,22 @@ from assistant.live.events import bounded
 from assistant.plans.offer import PLAN_TOOL
 
 #: What an approval's interrupt expects back (`resume[].payload`), as JSON Schema.
+_APPROVE: dict[str, Any] = {"type": "boolean", "title": "Approve", "description": "Do this as you, now."}
 APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"approve": {"type": "boolean", "title": "Approve", "description": "Do this as you, now."}},
+    "properties": {
+        "approve": _APPROVE,
+        # Approve with changes: the action's values as the person corrected them (metadata.arguments are the
+        # model's), checked as the model's would be; a value that does not fit is a RUN_ERROR and nothing runs.
+        "arguments": {"type": "object", "title": "With these values",
+                      "description": "Instead of the values asked for (metadata.arguments): run it with these."},
+    },
     "required": ["approve"],
 }
 #: A plan's approval also takes the person's words instead of a yes (`approve: false` with a `comment`).
 PLAN_APPROVAL_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {**APPROVAL_SCHEMA["properties"],
+    "properties": {"approve": _APPROVE,
                    "comment": {"type": "string", "title": "What to change",
                                "description": "Instead of approving: what the plan should do differently."}},
     "required": ["approve"],

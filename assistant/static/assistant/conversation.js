@@ -683,6 +683,10 @@
     if (Steps.isPlan(step) && this.planCommentForm) {
       card.classList.add("is-plan");
       card.appendChild(this.planCommentForm(step, card, approve, deny));
+    } else if (this.argumentsForm && !Steps.isDelegation(step) && !(this.agentChat && this.agentChat())) {
+      // Its values may be corrected before approving (approvals.js); not an agent's call, which its agent runs.
+      var edit = this.argumentsForm(step, card, approve, deny);
+      if (edit) card.appendChild(edit);
     }
     run.cards[step.seq] = card;
     row.parentNode.insertBefore(card, row.nextSibling);
@@ -721,7 +725,8 @@
     return containment.why;
   };
 
-  Conversation.prototype.restoreCard = function () {
+  // The card as it was before its answer was refused (`refused`: the error); values that did not fit say why.
+  Conversation.prototype.restoreCard = function (refused) {
     var pending = this.pendingCard;
     this.pendingCard = null;
     if (!pending || !pending.card.isConnected) return;
@@ -731,7 +736,11 @@
     pending.approve.textContent = "Approve";
     pending.deny.textContent = "Deny";
     if (pending.comment) { pending.comment.disabled = false; pending.comment.textContent = "Send changes"; }
+    if (pending.changed) { pending.changed.disabled = false; pending.changed.textContent = "Approve with changes"; }
     this.setActive(null);
+    if (refused && refused.code === "invalid_arguments" && pending.fields && this.showArgumentProblems) {
+      this.showArgumentProblems(pending, refused.fields);
+    }
   };
 
   Conversation.prototype.finishRun = function (runId, node) {
@@ -959,7 +968,7 @@
     // A page cursor the server no longer knows (the chat was deleted meanwhile): start again from the top.
     if (kind === "chats" && event.code === "not_found") { this.chatsBefore = null; this.listChats(); return undefined; }
     if (kind === "older") { this.loadingOlder = false; this.hasMore = false; this.showOlderButton(); }
-    if (kind === "confirm") this.restoreCard();
+    if (kind === "confirm") this.restoreCard(event);
     if (kind === "send" && this.mySends[event.request_id] !== undefined) {
       // Refused (still working, too fast, too long): the text comes back rather than being lost.
       if (!this.input.value.trim()) this.input.value = this.mySends[event.request_id];

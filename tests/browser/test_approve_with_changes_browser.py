@@ -1,0 +1,72 @@
+"""Approve with changes, as the person does it, in Chromium, through daphne, the real worker and the channel layer,
+the model scripted to misspell a task's new title: the card's "Change values" opens a form prefilled with what the
+model asked for; a title too long for the task is refused with the problem beside its field and nothing runs; the
+corrected title is approved and is what the task is called. The card with its form open passes the accessibility
+check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from playwright.sync_api import expect
+
+from assistant.models import AgentStep
+from tests.browser.harness import (
+    BROWSER_MARKS,
+    axe_violations,
+    describe_violations,
+    log_in,
+    screenshot,
+    wait_for_replies,
+)
+from tests.conftest import WorkerProcess
+from tracker.models import Project, Task
+
+pytestmark = BROWSER_MARKS
+
+CONV = "[data-assistant-conversation]"
+CARD = f"{CONV} .assistant-confirm"
+
+
+def test_the_person_corrects_a_value_on_the_card_and_what_runs_is_their_value(
+    page: Any, site_url: str, alice: Any, model_script: Callable[..., None], celery_worker: WorkerProcess,
+) -> None:
+    task = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+    model_script({"tool_calls": [{"name": "test_task_change", "arguments": {"pk": task.pk, "title": "Buy mlk"}}]},
+                 {"text": "Renamed the task."})
+    log_in(page, site_url, "alice")
+    page.goto(site_url + "/assistant/")
+    page.wait_for_selector(f"{CONV} [data-assistant-status].is-connected")
+    page.fill(f"{CONV} [data-assistant-input]", "Rename the tap task to Buy milk")
+    page.press(f"{CONV} [data-assistant-input]", "Enter")
+
+    card = page.locator(CARD)
+    expect(card).to_be_visible()
+    card.locator(".assistant-confirm-edit > summary").click()
+    title = card.get_by_label("title")
+    expect(title).to_have_value("Buy mlk")
+    # The first value (the task's id, as the model gave it) takes the focus once the form opens.
+    page.wait_for_function("document.activeElement && document.activeElement.name === 'pk'")
+    expect(card.get_by_label("pk")).to_have_value(str(task.pk))
+
+    # Too long for a task's title: refused beside the field, nothing ran, the card still waits.
+    title.fill("x" * 201)
+    card.locator("[data-confirm='approve-changed']").click()
+    problem = card.locator("[data-field-problem='title']")
+    expect(problem).to_contain_text("too long")
+    expect(title).to_have_attribute("aria-invalid", "true")
+    expect(card.locator("[data-confirm='approve-changed']")).to_be_enabled()
+    assert Task.objects.get(pk=task.pk).title == "Fix the tap"
+    violations = axe_violations(page, CARD)
+    assert not violations, describe_violations(violations)
+    screenshot(card, "approve-with-changes-refused")
+
+    title.fill("Buy milk")
+    card.locator("[data-confirm='approve-changed']").click()
+    wait_for_replies(page, 1, within=CONV)
+    expect(page.locator(f"{CONV} .assistant-message.is-assistant").last).to_contain_text("Renamed the task.")
+    assert Task.objects.get(pk=task.pk).title == "Buy milk"
+    step = AgentStep.objects.get(tool_name="test_task_change")
+    assert (step.arguments["title"], step.asked_arguments["title"], step.confirmation) == (
+        "Buy milk", "Buy mlk", "approved")
