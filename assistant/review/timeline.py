@@ -141,6 +141,8 @@ class TimelineStep:
     #: The plan revision this step wrote (a call of the planning tool): its number and its block's id.
     plan_revision: int | None = None
     plan_anchor: str = ""
+    #: What the model asked for, when the person approved the call with changed values (`arguments` ran).
+    asked_arguments: str = ""
 
 
 @dataclass(frozen=True)
@@ -335,6 +337,8 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
                 members=tuple(members.get(step.pk, ())),
                 plan_revision=written.revision if written else None,
                 plan_anchor=plan_anchor(owner.pk, written.revision) if written else "",
+                asked_arguments=_json(step.asked_arguments, ARGUMENTS_PREVIEW_CHARS)
+                if step.asked_arguments is not None else "",
             ))
         return items
 

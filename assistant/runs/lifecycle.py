@@ -239,12 +239,17 @@ class AskingTool(Protocol):
     @property
     def destructive(self) -> bool: ...
 
+    @property
+    def parameters(self) -> dict[str, Any]: ...
+
 
 def run_question_announce(run: AgentRun, step: AgentStep, tool: AskingTool) -> None:
     """Announce that `run` waits for the person's answer to `step`, a call of `tool` (`assistant.confirm`)."""
     publish_to_user(run.owner_id, run_event(
         event_names.CONFIRM, run, step=step_payload(step),
-        tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive},
+        # Its arguments' schema: the card's form of values (approve with changes) labels and bounds each from it.
+        tool={"name": tool.name, "description": tool.description, "destructive": tool.destructive,
+              "parameters": tool.parameters},
     ))
 
 

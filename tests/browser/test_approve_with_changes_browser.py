@@ -33,7 +33,8 @@ def test_the_person_corrects_a_value_on_the_card_and_what_runs_is_their_value(
     page: Any, site_url: str, alice: Any, model_script: Callable[..., None], celery_worker: WorkerProcess,
 ) -> None:
     task = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
-    model_script({"tool_calls": [{"name": "test_task_change", "arguments": {"pk": task.pk, "title": "Buy mlk"}}]},
+    model_script({"tool_calls": [{"name": "test_task_change",
+                                  "arguments": {"pk": task.pk, "title": "Buy mlk", "status": "todo"}}]},
                  {"text": "Renamed the task."})
     log_in(page, site_url, "alice")
     page.goto(site_url + "/assistant/")
@@ -49,6 +50,11 @@ def test_the_person_corrects_a_value_on_the_card_and_what_runs_is_their_value(
     # The first value (the task's id, as the model gave it) takes the focus once the form opens.
     page.wait_for_function("document.activeElement && document.activeElement.name === 'pk'")
     expect(card.get_by_label("pk")).to_have_value(str(task.pk))
+    # From the tool's own form: a choice is a list of its values, and each field says what it is.
+    status = card.get_by_role("combobox", name="status")
+    expect(status).to_have_value("todo")
+    assert status.locator("option").all_inner_texts() == ["todo", "doing", "done"]
+    expect(card.locator(".assistant-confirm-field-hint").first).to_be_visible()
 
     # Too long for a task's title: refused beside the field, nothing ran, the card still waits.
     title.fill("x" * 201)
@@ -63,10 +69,12 @@ def test_the_person_corrects_a_value_on_the_card_and_what_runs_is_their_value(
     screenshot(card, "approve-with-changes-refused")
 
     title.fill("Buy milk")
+    status.select_option("doing")
     card.locator("[data-confirm='approve-changed']").click()
     wait_for_replies(page, 1, within=CONV)
     expect(page.locator(f"{CONV} .assistant-message.is-assistant").last).to_contain_text("Renamed the task.")
-    assert Task.objects.get(pk=task.pk).title == "Buy milk"
+    assert Task.objects.filter(pk=task.pk).values_list("title", "status").get() == ("Buy milk", "doing")
     step = AgentStep.objects.get(tool_name="test_task_change")
-    assert (step.arguments["title"], step.asked_arguments["title"], step.confirmation) == (
-        "Buy milk", "Buy mlk", "approved")
+    assert (step.arguments, step.asked_arguments, step.confirmation) == (
+        {"pk": task.pk, "title": "Buy milk", "status": "doing"},
+        {"pk": task.pk, "title": "Buy mlk", "status": "todo"}, "approved")

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from html import unescape
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from django.test import Client
+from django.urls import reverse
 
 from assistant.models import AgentRun, AgentStep
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
@@ -22,7 +26,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 
 def test_an_action_approved_with_changes_runs_with_the_persons_values_and_the_model_is_told(
-    alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+    alice: Any, bob: Any, user_factory: Callable[..., Any], celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     task = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
     fake_openai.queue(
@@ -87,3 +91,11 @@ def test_an_action_approved_with_changes_runs_with_the_persons_values_and_the_mo
     assert told["changed_by_person"] == {"title": {"asked": "Buy mlk", "approved": "Buy milk"}}
     run = AgentRun.objects.get(pk=asked["run_id"])
     assert (run.status, run.reply) == ("succeeded", "Renamed it to “Buy milk”.")
+    # Staff see both on the run's timeline: what ran, what the model asked for, and that the person changed it.
+    staff = Client()
+    staff.force_login(user_factory("reviewer", is_staff=True, is_superuser=True))
+    page = unescape(staff.get(reverse("admin:assistant_agentrun_change", args=[run.pk])).content.decode())
+    row = page[page.index('id="step-2"'):]
+    row = row[:row.index("</tr>")]
+    assert "approved with changes by the person" in row
+    assert '"title": "Buy milk"' in row and "the model asked for" in row and '"title": "Buy mlk"' in row

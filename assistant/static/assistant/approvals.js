@@ -11,11 +11,19 @@
   // Longer text, or text with line breaks, is edited in a box of its own lines.
   var SHORT_TEXT = 80;
 
-  // The input for one value, by what the model gave: a checkbox, a number, one line or several; anything else
-  // (a list, an object, nothing) as JSON text.
-  function inputFor(value) {
+  // The input for one value, by its schema where the tool's is known (a choice among its values), else by what
+  // the model gave: a checkbox, a number, one line or several; anything else (a list, an object) as JSON text.
+  function inputFor(value, schema) {
     var input;
-    if (typeof value === "boolean") {
+    var choices = schema && Array.isArray(schema.enum) ? schema.enum : null;
+    if (choices && choices.indexOf(value) >= 0 && choices.every(function (each) { return typeof each === "string"; })) {
+      input = el("select");
+      choices.forEach(function (each) {
+        var option = input.appendChild(el("option", null, each));
+        option.value = each;
+        option.selected = each === value;
+      });
+    } else if (typeof value === "boolean") {
       input = el("input");
       input.type = "checkbox";
       input.checked = value;
@@ -44,6 +52,7 @@
   // The value an input holds now, or undefined (with its problem shown) when it cannot be read.
   function valueOf(field) {
     var input = field.input;
+    if (input.tagName === "SELECT") return input.value;
     if (input.type === "checkbox") return input.checked;
     if (input.type === "number") return input.value === "" ? null : Number(input.value);
     if (!input.hasAttribute("data-json")) return input.value;
@@ -80,25 +89,43 @@
     form.noValidate = true;  // the server's checks are the ones that count, and it says each field's problem
     form.setAttribute("data-confirm-form", "");
     var fields = {};
-    names.forEach(function (name) {
-      var id = "assistant-argument-" + step.id + "-" + name + "-" + self.root.dataset.surface;
-      var row = form.appendChild(el("div", "assistant-confirm-field"));
-      var label = row.appendChild(el("label", null, name));
-      label.htmlFor = id;
-      var input = row.appendChild(inputFor(values[name]));
-      input.id = id;
-      input.name = name;
-      var problem = row.appendChild(el("p", "assistant-confirm-field-error"));
-      problem.id = id + "-problem";
-      problem.hidden = true;
-      problem.setAttribute("data-field-problem", name);
-      input.setAttribute("aria-describedby", problem.id);
-      fields[name] = { input: input, problem: problem };
-    });
-    var send = form.appendChild(el("button", "assistant-button assistant-button-primary", "Approve with changes"));
+    var send = el("button", "assistant-button assistant-button-primary", "Approve with changes");
     send.type = "submit";
     send.setAttribute("data-confirm", "approve-changed");
-    details.addEventListener("toggle", function () { if (details.open) fields[names[0]].input.focus(); });
+    // Drawn when first opened: by then the card's `assistant.confirm` has said the tool's schema, if it will.
+    function draw() {
+      var tool = self.tools[step.tool_name] || {};
+      var properties = (tool.parameters && tool.parameters.properties) || {};
+      names.forEach(function (name) {
+        var id = "assistant-argument-" + step.id + "-" + name + "-" + self.root.dataset.surface;
+        var schema = properties[name] || null;
+        var row = form.appendChild(el("div", "assistant-confirm-field"));
+        var label = row.appendChild(el("label", null, name));
+        label.htmlFor = id;
+        var described = [];
+        if (schema && schema.description) {
+          var hint = row.appendChild(el("p", "assistant-confirm-field-hint", schema.description));
+          hint.id = id + "-hint";
+          described.push(hint.id);
+        }
+        var input = row.appendChild(inputFor(values[name], schema));
+        input.id = id;
+        input.name = name;
+        var problem = row.appendChild(el("p", "assistant-confirm-field-error"));
+        problem.id = id + "-problem";
+        problem.hidden = true;
+        problem.setAttribute("data-field-problem", name);
+        described.push(problem.id);
+        input.setAttribute("aria-describedby", described.join(" "));
+        fields[name] = { input: input, problem: problem };
+      });
+      form.appendChild(send);
+    }
+    details.addEventListener("toggle", function () {
+      if (!details.open) return;
+      if (!form.firstChild) draw();
+      fields[names[0]].input.focus();
+    });
     form.addEventListener("submit", function (event) {
       event.preventDefault();
       clearProblems(fields);
