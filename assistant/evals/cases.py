@@ -51,6 +51,8 @@ def _step(step: AgentStep, members: dict[int, AgentRun]) -> dict[str, Any]:
     if step.kind == AgentStep.Kind.TOOL_CALL:
         entry.update(tool=step.tool_name, arguments=step.arguments, result=step.result,
                      took_effect=step.took_effect, confirmation=step.confirmation)
+        if step.asked_arguments is not None:
+            entry["asked_arguments"] = step.asked_arguments  # the person approved it with changes
         asked = (step.result or {}).get("child_run_id")
         if isinstance(asked, int) and asked in members:
             entry["member_run"] = _recording(members[asked], members)

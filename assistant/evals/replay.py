@@ -12,6 +12,8 @@ tool calls are answered from (replays.py makes them from a case). The core's tur
   deviation;
 - a call the recording's person was asked about answers as they answered (approved: its recorded outcome;
   declined: declined): a replay never waits for anyone;
+- a call the recording's person approved with changes is matched by what the model asked for too: it is answered
+  as it ran, the replay's step holds what they approved, and the model is told what they changed;
 - a member asked in a replay replays too, from the recordings of that member's runs in the recording.
 
 The answers already given survive a worker's death: they are read back from the replay's own steps.
@@ -21,7 +23,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
+
+from assistant.tools.validation import changed_values
 
 NO_RECORDED_ANSWER = "no_recorded_answer"
 NO_RECORDED_ANSWER_REASON = ("This replay has no recorded answer for this call: the recording made no call of this "
@@ -32,13 +37,31 @@ def canonical_arguments(arguments: Any) -> str:
     return json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def _recorded_calls(recordings: Iterable[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+@dataclass(frozen=True)
+class _Recorded:
+    """One recorded call: its tool, its arguments as run (canonical), its outcome; and, when the person approved
+    it with changes, what the model had asked for (canonical) and what was changed."""
+
+    tool: str
+    arguments: str
+    result: dict[str, Any]
+    asked: str | None = None
+    changed: dict[str, Any] | None = None
+
+
+def _recorded_calls(recordings: Iterable[dict[str, Any]]) -> list[_Recorded]:
     calls = []
     for recording in recordings:
         for step in recording.get("steps") or []:
             if isinstance(step, dict) and step.get("kind") == "tool_call" and isinstance(step.get("result"), dict):
-                calls.append((str(step.get("tool", "")), canonical_arguments(step.get("arguments") or {}),
-                              step["result"]))
+                arguments, asked = step.get("arguments") or {}, step.get("asked_arguments")
+                if isinstance(asked, dict) and isinstance(arguments, dict):
+                    edited: tuple[str | None, dict[str, Any] | None] = (
+                        canonical_arguments(asked), changed_values(asked, arguments))
+                else:
+                    edited = (None, None)
+                calls.append(_Recorded(str(step.get("tool", "")), canonical_arguments(arguments), step["result"],
+                                       *edited))
     return calls
 
 
@@ -53,14 +76,21 @@ class RecordedTools:
 
     def _take(self, name: str, arguments: Any) -> dict[str, Any] | None:
         wanted = canonical_arguments(arguments)
-        for index, (tool, recorded, result) in enumerate(self._calls):
-            if index not in self._used and tool == name and recorded == wanted:
+        for index, recorded in enumerate(self._calls):
+            if index in self._used or recorded.tool != name:
+                continue
+            if recorded.arguments == wanted:
                 self._used.add(index)
-                return result
+                return recorded.result
+            if recorded.asked == wanted:
+                # What the model asked for, which the recording's person approved with changes: what ran was theirs.
+                self._used.add(index)
+                return {**recorded.result, "changed_by_person": recorded.changed}
         return None
 
     def answer(self, name: str, arguments: Any) -> dict[str, Any]:
-        """The recorded outcome of this call, or `no_recorded_answer`."""
+        """The recorded outcome of this call, or `no_recorded_answer`. A call as the model asked for one the
+        recording's person approved with changes is answered as that one ran, saying what they changed."""
         recorded = self._take(name, arguments)
         if recorded is None:
             return {"status": NO_RECORDED_ANSWER, "took_effect": False, "reason": NO_RECORDED_ANSWER_REASON}

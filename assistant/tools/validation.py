@@ -89,6 +89,13 @@ def _value_errors(value: Any, schema: dict[str, Any]) -> str | None:
     return None
 
 
+def changed_values(asked: dict[str, Any], approved: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each value the person changed before approving a call (approve with changes): what the model asked for and
+    what was approved, by argument name; {} when nothing changed."""
+    return {name: {"asked": asked.get(name), "approved": approved.get(name)}
+            for name in sorted({*asked, *approved}) if asked.get(name) != approved.get(name)}
+
+
 NUL_PROBLEM = "must not contain NUL characters"
 
 

@@ -33,7 +33,7 @@ from assistant.runs.model_output import storable_json
 from assistant.society.offer import RETURN_ANSWER, DelegationTool
 from assistant.tools import Tool, execute_tool
 from assistant.tools.describe import describe_call
-from assistant.tools.validation import validate_arguments
+from assistant.tools.validation import changed_values, validate_arguments
 from assistant.turn.confirmation import (
     QUESTION,
     contained,
@@ -124,9 +124,7 @@ def changed_by_person(step: AgentStep) -> dict[str, Any]:
     asked = step.asked_arguments
     if not isinstance(asked, dict):
         return {}
-    approved = step.arguments or {}
-    changes = {name: {"asked": asked.get(name), "approved": approved.get(name)}
-               for name in sorted({*asked, *approved}) if asked.get(name) != approved.get(name)}
+    changes = changed_values(asked, step.arguments or {})
     return {"changed_by_person": changes} if changes else {}
 
 
@@ -367,7 +365,15 @@ class Replayed(Wrapper):
                        "reason": f"{str(call.name)[:64]} is not among this assistant's tools"}
         else:
             outcome = self.recording.answer(call.name, storable_json(call.arguments)[0])
-        record_outcome(self.turn, item.step, call, outcome, started=time.monotonic())
+        step = item.step
+        changed = outcome.get("changed_by_person")
+        if step is None and isinstance(changed, dict):
+            # The recording's person approved it with changes: the replay's step holds what they approved.
+            asked = storable_json(call.arguments)[0]
+            approved = {**asked, **{name: change["approved"] for name, change in changed.items()}}
+            step = self.turn.journal.add(kind=Kind.TOOL_CALL, state=State.STARTED, tool_name=call.name,
+                                         call_id=call.id, arguments=approved, asked_arguments=asked)
+        record_outcome(self.turn, step, call, outcome, started=time.monotonic())
         return Next.ON
 
 

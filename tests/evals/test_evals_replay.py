@@ -16,7 +16,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Q
 
-from assistant.conversation.services import chat_send
+from assistant.conversation.services import chat_send, run_confirm
 from assistant.evals.cases import case_add, set_named
 from assistant.evals.channel import EVAL
 from assistant.evals.models import EvalResult, EvalRun
@@ -27,7 +27,7 @@ from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, Ag
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.tables import every_model_but, table_rows
 from tests.testapp.models import Effect
-from tracker.models import Project
+from tracker.models import Project, Task
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -148,3 +148,33 @@ def test_the_command_prints_the_report_and_exits_non_zero_on_a_regression(
                      stderr=StringIO())
     with pytest.raises(CommandError, match="baseline"):
         call_command("assistant_eval", "run", "milk", "--baseline", "nonsense", stdout=StringIO())
+
+
+def test_a_run_approved_with_changes_replays_what_was_approved_and_tells_the_model_what_changed(
+    alice: Any, celery_worker: WorkerProcess, script: Callable[..., str]
+) -> None:
+    task = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+    misspelt = {"tool_calls": [{"name": "test_task_change", "arguments": {"pk": task.pk, "title": "Buy mlk"}}]}
+    with assistant_settings_with(MODEL=script(misspelt, {"text": "Renamed."})):
+        asked = chat_send(user=alice, content="rename the tap task").run
+    waiting = wait_for_run(asked.pk, "awaiting_confirmation")
+    step = waiting.steps.get(state="awaiting_confirmation")
+    run_confirm(user=alice, run_id=waiting.pk, step_id=step.pk, approve=True,
+                arguments={"pk": task.pk, "title": "Buy milk"})
+    recorded = wait_for_run(asked.pk, "succeeded")
+    wait_for(lambda: AgentMemory.objects.filter(owner=alice).exists(), what="the recorded run's memory")
+    eval_set = set_named("edited", create=True)
+    case_add(eval_set, recorded)
+    before = site_data()
+
+    # The candidate's model asks for the misspelt title again, as the recording's model did.
+    eval_run = finished(eval_run_start(eval_set, [Candidate("same", model=script(misspelt, {"text": "Renamed."}))]))
+
+    result = eval_run.results.get()
+    assert (result.status, result.passed) == (EvalResult.Status.GRADED, True), result.grades
+    replayed = result.replay_run.steps.get(kind="tool_call")
+    assert (replayed.arguments, replayed.asked_arguments) == (
+        {"pk": task.pk, "title": "Buy milk"}, {"pk": task.pk, "title": "Buy mlk"})
+    assert (replayed.result["took_effect"], replayed.result["changed_by_person"]) == (
+        True, {"title": {"asked": "Buy mlk", "approved": "Buy milk"}})
+    assert site_data() == before and Task.objects.get(pk=task.pk).title == "Buy milk"  # as the recording left it
