@@ -17,8 +17,10 @@ from assistant.infra import event_names
 from assistant.live import selectors
 from assistant.live.events import current_event_seq
 from assistant.live.payloads import chat_payload, message_payload, run_payload, step_payload
+from assistant.models import AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context, suggestions
 from assistant.plans.record import plan_payload
+from assistant.tools import tools_for
 
 # Pages of `assistant.load` (messages) and `assistant.chats` (chats): default and largest sizes.
 LOAD_LIMIT_DEFAULT, LOAD_LIMIT_MAX = 50, 200
@@ -52,7 +54,7 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
     if chat is None:
         state: dict[str, Any] = {"type": event_names.MESSAGES_LOADED, "chat": None, "messages": [],
                                  "active_run": None, "steps": [], "members": [], "plan": None,
-                                 "pending_confirmation": None,
+                                 "pending_confirmation": None, "pending_tool": None,
                                  "has_more": False, "before": before, "event_seq": event_seq}
         if with_steps:
             state["runs"] = []
@@ -78,6 +80,9 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
         # The plan the active run follows (its newest revision), if it made one.
         "plan": _plan_or_none(plans.get(run.pk)) if run is not None else None,
         "pending_confirmation": step_payload(pending) if pending is not None else None,
+        # The tool it would run, as `assistant.confirm` says it: the card's form of values needs its schema.
+        "pending_tool": _pending_tool(user, pending, [run, *members]) if pending is not None and run is not None
+        else None,
         "event_seq": event_seq,
     }
     if with_steps:
@@ -85,6 +90,19 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
         state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]],
                           "plan": _plan_or_none(past_plans.get(past.pk))} for past in page.runs]
     return state
+
+
+def _pending_tool(user: Any, pending: AgentStep, runs: list[AgentRun]) -> dict[str, Any] | None:
+    """The tool a waiting step would run, as its run may use it (its spec and profile): what its card says of it;
+    None for a plan's step or a tool no longer offered."""
+    asking = next((each for each in runs if each.pk == pending.run_id), None)
+    settings = (asking.config or {}) if asking is not None else {}
+    tool = next((each for each in tools_for(user, settings.get("spec"), settings.get("permission_profile") or None)
+                 if each.name == pending.tool_name), None)
+    if tool is None:
+        return None
+    return {"name": tool.name, "description": tool.description, "destructive": tool.destructive,
+            "parameters": tool.parameters}
 
 
 def _plan_or_none(plan: Any) -> dict[str, Any] | None:

@@ -45,6 +45,12 @@ def test_the_person_corrects_a_value_on_the_card_and_what_runs_is_their_value(
     card = page.locator(CARD)
     expect(card).to_be_visible()
     card.locator(".assistant-confirm-edit > summary").click()
+    expect(card.get_by_role("combobox", name="status")).to_have_value("todo")
+    # Drawn again from the server's rows, the form knows the tool's fields as well.
+    page.reload()
+    page.wait_for_selector(f"{CONV} [data-assistant-status].is-connected")
+    expect(card).to_be_visible()
+    card.locator(".assistant-confirm-edit > summary").click()
     title = card.get_by_label("title")
     expect(title).to_have_value("Buy mlk")
     # The first value (the task's id, as the model gave it) takes the focus once the form opens.

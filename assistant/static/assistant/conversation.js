@@ -1024,6 +1024,8 @@
     this.showTitle(state.chat);
     this.markCurrentChat();
     this.showComposer();
+    // The tool a waiting card would run, as its `assistant.confirm` said it (its form of values needs it).
+    if (state.pending_tool && state.pending_tool.name) this.tools[state.pending_tool.name] = state.pending_tool;
     var active = state.active_run;
     var runs = {};
     (state.runs || []).forEach(function (run) {
