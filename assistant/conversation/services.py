@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -48,7 +49,7 @@ from assistant.runs.lifecycle import (
 from assistant.runs.model_output import storable_json
 from assistant.runs.rows import write_together
 from assistant.tools import tools_for
-from assistant.tools.describe import describe_call
+from assistant.tools.describe import check_call
 from assistant.tools.validation import validate_arguments
 from registry.services import profile_entry_score
 
@@ -339,9 +340,15 @@ def _approve_with_changes(user: Any, run: AgentRun, pending: AgentStep, argument
     approved = storable_json(arguments)[0]
     if approved == pending.arguments:
         return ()  # the values as the model asked: an approval like any other
+    # The view's own form, as the person, says what it would refuse; its rules beyond the schema count too.
+    summary, refused = check_call(user, tool, approved)
+    if refused:
+        whole = refused.pop(NON_FIELD_ERRORS, "")
+        raise Refused("invalid_arguments", f"Some values do not fit this action; nothing was done. {whole}".strip(),
+                      fields=refused or None)
     pending.asked_arguments = pending.arguments
     pending.arguments = approved
-    pending.summary = describe_call(user, tool, approved)  # the step says what ran, in words
+    pending.summary = summary  # the step says what ran, in words
     return ("arguments", "asked_arguments", "summary")
 
 

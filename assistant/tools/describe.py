@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from django import forms
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.db import models, router, transaction
 from django.db.models.deletion import Collector, ProtectedError, RestrictedError
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
@@ -297,6 +297,11 @@ def _form_words(view: Any, request: HttpRequest, submitted: dict[str, Any], *, p
         names = [name for name in form.changed_data if name in submitted]
     else:
         names = [name for name in form.fields if name in submitted]
+    if getattr(request, CHECK_FORM, None) is not None:
+        # Asked to check the values too (`check_call`): what the form says of each submitted field, and of the whole.
+        getattr(request, CHECK_FORM).update({
+            name: " ".join(str(message) for message in messages) for name, messages in form.errors.items()
+            if name in submitted or name == NON_FIELD_ERRORS})
     return form, [(_label(form.fields[name], name), _display(form.fields[name], form[name].data, look_up=True))
                   for name in names]
 
@@ -450,7 +455,12 @@ def _describe_in_request(definition: ViewTool, match: ResolverMatch, request: Ht
                    else Unseen.REFUSED)
 
 
-def _describe(user: Any, tool: Tool, arguments: dict[str, Any], sent_from: SentFrom | None) -> str:
+#: The request attribute that asks the view's form to check the values it describes: the dict its errors go in.
+CHECK_FORM = "_assistant_form_errors"
+
+
+def _describe(user: Any, tool: Tool, arguments: dict[str, Any], sent_from: SentFrom | None,
+              form_errors: dict[str, str] | None = None) -> str:
     definition = tool.definition
     if isinstance(definition, ReadTool):
         return _with(first_sentence(definition.description, definition.name), _arguments_in_words(arguments))
@@ -472,6 +482,8 @@ def _describe(user: Any, tool: Tool, arguments: dict[str, Any], sent_from: SentF
         data.setlist(key, _form_value(value))
     request = build_request(person=user, sent_from=sent_from, method=definition.method, path=path, data=data,
                             tool_name=definition.name)
+    if form_errors is not None:
+        setattr(request, CHECK_FORM, form_errors)
     lookup = _lookup_as_person(definition, match, arguments, submitted)
     target = ResolverMatch(lookup, match.args, match.kwargs, url_name=match.url_name,
                            app_names=list(match.app_names), namespaces=list(match.namespaces), route=match.route)
@@ -487,11 +499,22 @@ def _describe(user: Any, tool: Tool, arguments: dict[str, Any], sent_from: SentF
     return _unchecked_words(definition, arguments, url_kwargs, found.get("why", Unseen.ERROR))
 
 
-def describe_call(user: Any, tool: Tool, arguments: dict[str, Any], *, sent_from: SentFrom | None = None) -> str:
+def check_call(user: Any, tool: Tool, arguments: dict[str, Any], *, sent_from: SentFrom | None = None
+               ) -> tuple[str, dict[str, str]]:
+    """The approval card's sentence for this call, as `describe_call` says it, and what the view's own form, bound
+    as the person to these values, says is wrong with them (by field; `__all__` for the whole), looked up in the same
+    rolled-back request: {} when it accepts them or the view has no form to ask. Never raises."""
+    form_errors: dict[str, str] = {}
+    return describe_call(user, tool, arguments, sent_from=sent_from, form_errors=form_errors), form_errors
+
+
+def describe_call(user: Any, tool: Tool, arguments: dict[str, Any], *, sent_from: SentFrom | None = None,
+                  form_errors: dict[str, str] | None = None) -> str:
     """The approval card's sentence for this call of `tool` by `user`, looked up as them with the session
-    `sent_from` (see the module's notes). At most MAX_SUMMARY_CHARS characters; never raises."""
+    `sent_from` (see the module's notes). At most MAX_SUMMARY_CHARS characters; never raises. `form_errors`: see
+    `check_call`."""
     try:
-        text = _describe(user, tool, arguments, sent_from)
+        text = _describe(user, tool, arguments, sent_from, form_errors)
     except Exception:
         logger.exception("Assistant tool %r: its approval could not be described", tool.name)
         try:

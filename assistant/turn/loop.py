@@ -319,7 +319,10 @@ class Turn:
 
     def _close_interrupted_steps(self) -> None:
         """Tool steps a dead worker left half-done are not run again: their outcome is unknown. A member
-        asked is not one of them: its own run says how it went."""
+        asked is not one of them: its own run says how it went. Nor is a replay's call: it runs no view, so it is
+        answered again from the recording, as the model asked it."""
+        if self.replay is not None:
+            return
         for step in self.steps:
             if step.kind == Kind.TOOL_CALL and step.state == State.STARTED and not is_waiting_on_member(step):
                 self.journal.finish_step(step, {"status": "unknown", "took_effect": None, "reason": UNKNOWN_OUTCOME})

@@ -18,12 +18,16 @@ from django.db.models import Q
 
 from assistant.conversation.services import chat_send, run_confirm
 from assistant.evals.cases import case_add, set_named
+from assistant.evals.replay import NO_RECORDED_ANSWER
 from assistant.evals.channel import EVAL
 from assistant.evals.models import EvalResult, EvalRun
 from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.live import selectors
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.runs.lease import lease_claim, new_holder
+from assistant.runs.lifecycle import run_config, run_open
+from assistant.turn.loop import run_turn
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tests.tables import every_model_but, table_rows
 from tests.testapp.models import Effect
@@ -178,3 +182,32 @@ def test_a_run_approved_with_changes_replays_what_was_approved_and_tells_the_mod
     assert (replayed.result["took_effect"], replayed.result["changed_by_person"]) == (
         True, {"title": {"asked": "Buy mlk", "approved": "Buy milk"}})
     assert site_data() == before and Task.objects.get(pk=task.pk).title == "Buy milk"  # as the recording left it
+
+
+def test_a_replay_taken_up_again_answers_the_call_it_was_cut_short_in_from_its_recording(
+    alice: Any, script: Callable[..., str]
+) -> None:
+    """A replay runs no view, so a call its worker died inside is answered again from the recording when the run
+    is taken up again, rather than left with an unknown outcome (which would hide what the model asked for)."""
+    chat = AgentChat.objects.create(owner=alice, spec="default", channel=EVAL.value)
+    recorded = {"steps": [{"seq": 2, "kind": "tool_call", "tool": "test_record_effect", "arguments": {"label": "milk"},
+                           "result": {"status": "done", "took_effect": True, "data": {"recorded": "milk"}}}]}
+    config = {**run_config(spec="default"), "replay": {"recordings": [recorded]},
+              "model": script({"tool_calls": [{"name": "test_record_effect", "arguments": {"label": "cheese"}}]},
+                              {"text": "Recorded cheese."})}
+    run = run_open(spec="default", config=config, channel=EVAL.value, owner=alice, chat=chat)
+    run.save()
+    AgentMessage.objects.create(chat=chat, owner=alice, role="user", content="record milk", run=run)
+    # As a worker that died left it: the model asked for cheese, and the call's step had started.
+    AgentStep.objects.create(run=run, seq=1, kind="model_call", state="finished", result={
+        "text": "", "tool_calls": [{"id": "call_1_1", "name": "test_record_effect", "arguments": {"label": "cheese"}}]})
+    AgentStep.objects.create(run=run, seq=2, kind="tool_call", state="started", tool_name="test_record_effect",
+                             call_id="call_1_1", arguments={"label": "cheese"})
+    AgentRun.objects.filter(pk=run.pk).update(attempts=1)
+
+    run_turn(run.pk, holder=new_holder(), claim=lease_claim, enqueue=lambda run_id: None)
+
+    run.refresh_from_db()
+    cut_short = run.steps.get(seq=2)
+    assert (run.status, cut_short.result["status"], cut_short.took_effect) == ("succeeded", NO_RECORDED_ANSWER, False)
+    assert run.steps.filter(kind="tool_call").count() == 1 and not Effect.objects.exists()

@@ -47,6 +47,9 @@ def test_an_action_approved_with_changes_runs_with_the_persons_values_and_the_mo
         refused = {
             "a value that does not fit": await answer(tab, {**card, "approve": True,
                                                             "arguments": {"pk": task.pk, "title": ["Buy", "milk"]}}),
+            # The schema allows any person's id; the view's own form allows only the project's people.
+            "a value the view's form refuses": await answer(tab, {**card, "approve": True, "arguments": {
+                "pk": task.pk, "title": "Buy milk", "assignee": bob.pk}}),
             "changes with a denial": await answer(tab, {**card, "approve": False,
                                                         "arguments": {"pk": task.pk, "title": "Buy milk"}}),
             "changes that are not an object": await answer(tab, {**card, "approve": True, "arguments": ["Buy milk"]}),
@@ -72,10 +75,13 @@ def test_an_action_approved_with_changes_runs_with_the_persons_values_and_the_mo
         asked, events, refused = asyncio.run(scenario())
 
     assert {what: error["code"] for what, error in refused.items()} == {
-        "a value that does not fit": "invalid_arguments", "changes with a denial": "bad_request",
+        "a value that does not fit": "invalid_arguments", "a value the view's form refuses": "invalid_arguments",
+        "changes with a denial": "bad_request",
         "changes that are not an object": "bad_request", "another person's card": "not_found",
         "a card already answered": "stale_confirmation"}
     assert set(refused["a value that does not fit"]["fields"]) == {"title"}
+    assert refused["a value the view's form refuses"]["fields"] == {
+        "assignee": "Select a valid choice. That choice is not one of the available choices."}
     # What the person approved is what the view received, and the step keeps both.
     assert Task.objects.get(pk=task.pk).title == "Buy milk"
     step = AgentStep.objects.get(pk=asked["step"]["id"])

@@ -151,7 +151,7 @@
 
   // The server refused the values (`invalid_arguments`): each field's problem beside it, the first one focused,
   // and the card as it was (nothing ran: it still waits).
-  Conversation.prototype.showArgumentProblems = function (pending, problems) {
+  Conversation.prototype.showArgumentProblems = function (pending, problems, message) {
     var first = null;
     Object.keys(problems || {}).forEach(function (name) {
       var field = pending.fields[name];
@@ -159,9 +159,19 @@
       showProblem(field, String(problems[name]));
       if (!first) first = field.input;
     });
+    // A problem of the values together (the form's own rule), or of none shown here: said under the form.
+    var form = pending.changed.form;
+    var whole = form.querySelector("[data-form-problem]");
+    if (!whole) {
+      whole = form.insertBefore(el("p", "assistant-confirm-field-error"), pending.changed);
+      whole.setAttribute("data-form-problem", "");
+      whole.setAttribute("role", "alert");
+    }
+    whole.textContent = first ? "" : String(message || "");
+    whole.hidden = !!first;
     if (first) first.focus();
-    this.announce("Not approved: some values do not fit. " + Object.keys(problems || {}).map(function (name) {
+    this.announce("Not approved: " + (first ? Object.keys(problems || {}).map(function (name) {
       return name + ": " + problems[name];
-    }).join("; "));
+    }).join("; ") : String(message || "some values do not fit.")));
   };
 })();

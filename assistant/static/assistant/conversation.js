@@ -739,7 +739,7 @@
     if (pending.changed) { pending.changed.disabled = false; pending.changed.textContent = "Approve with changes"; }
     this.setActive(null);
     if (refused && refused.code === "invalid_arguments" && pending.fields && this.showArgumentProblems) {
-      this.showArgumentProblems(pending, refused.fields);
+      this.showArgumentProblems(pending, refused.fields, refused.message);
     }
   };
 
