@@ -18,9 +18,9 @@ from django.db.models import Q
 
 from assistant.conversation.services import chat_send, run_confirm
 from assistant.evals.cases import case_add, set_named
-from assistant.evals.replay import NO_RECORDED_ANSWER
 from assistant.evals.channel import EVAL
 from assistant.evals.models import EvalResult, EvalRun
+from assistant.evals.replay import NO_RECORDED_ANSWER
 from assistant.evals.replays import Candidate, eval_run_refresh, eval_run_start
 from assistant.evals.report import eval_report
 from assistant.live import selectors
