@@ -329,6 +329,14 @@ def _approve_with_changes(user: Any, run: AgentRun, pending: AgentStep, argument
                                      "(not a plan, and not a denial).")
     if not isinstance(arguments, dict):
         raise Refused("bad_request", '"arguments" must be an object of the action\'s values.')
+    return approved_values(user, run, pending, arguments)
+
+
+def approved_values(user: Any, run: AgentRun, pending: AgentStep, arguments: dict[str, Any]) -> tuple[str, ...]:
+    """Put the values the person approved on the step that waits (approve with changes, from any channel), keeping
+    the model's, once the tool's schema and then the view's own form, as the person, accept them; the fields changed,
+    for the caller to save with its answer ((): the model's own values). Refused (`invalid_arguments`, each field's
+    problem in `fields`), changing nothing, when they do not fit."""
     settings = run.config or {}
     tool = next((each for each in tools_for(user, settings.get("spec"), settings.get("permission_profile") or None)
                  if each.name == pending.tool_name), None)

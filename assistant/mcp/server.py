@@ -22,7 +22,7 @@ from http import HTTPStatus
 from typing import Any, NoReturn
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import connections
+from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
 from django_mcpz.elicitation import Answer, Elicitation
 from django_mcpz.jsonrpc import INVALID_REQUEST, PARSE_ERROR, error_response
@@ -34,6 +34,7 @@ from django_mcpz.server import (
     elicit,
 )
 
+from assistant.conversation.services import Refused, approved_values
 from assistant.mcp.calls import (
     Caller,
     CallRefused,
@@ -57,6 +58,7 @@ from assistant.tools.offer import parameters_of
 from assistant.tools.outcome import invalid_arguments
 from assistant.tools.registry import registry
 from assistant.tools.validation import nul_errors
+from assistant.turn.calls import changed_by_person
 from assistant.turn.confirmation import containment_card
 
 logger = logging.getLogger(__name__)
@@ -75,6 +77,30 @@ APPROVAL_SCHEMA: dict[str, Any] = {
     "required": ["approve"],
 }
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+#: The kinds of value an elicitation form may hold (the MCP specification's primitive schemas).
+_PRIMITIVES = {bool: "boolean", int: "integer", float: "number", str: "string"}
+
+
+def approval_schema(step: AgentStep, tool: Tool) -> dict[str, Any]:
+    """The approval question's form: Approve, and each of the call's plain values (text, a number, a yes or no, one
+    of a choice) prefilled with what the agent asked for, for the person to correct before approving (approve with
+    changes). A list or an object stays as asked: the form cannot hold it."""
+    properties = dict(APPROVAL_SCHEMA["properties"])
+    described = tool.parameters.get("properties") or {}
+    for name, value in (step.arguments or {}).items():
+        kind = _PRIMITIVES.get(type(value))
+        if kind is None or name in properties:
+            continue
+        given = described.get(name)
+        schema: dict[str, Any] = given if isinstance(given, dict) else {}
+        field: dict[str, Any] = {"type": kind, "title": name, "default": value}
+        if isinstance(schema.get("description"), str):
+            field["description"] = schema["description"]
+        choices = schema.get("enum")
+        if kind == "string" and isinstance(choices, list) and all(isinstance(each, str) for each in choices):
+            field["enum"] = choices
+        properties[name] = field
+    return {**APPROVAL_SCHEMA, "properties": properties}
 
 
 def token_auth(request: HttpRequest) -> HttpResponse | None:
@@ -206,8 +232,9 @@ def _offered(name: str) -> Any:
     return permitted
 
 
-def _result(outcome: Any) -> dict[str, Any]:
-    answer: dict[str, Any] = outcome.to_model()
+def _result(outcome: Any, also: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the agent is told of a call: its outcome (and `also`: what the person changed before approving it)."""
+    answer: dict[str, Any] = {**outcome.to_model(), **(also or {})}
     # Every outcome says whose text it carries, [] for only the person's own and the site's values: the agent's
     # own model can weigh what others wrote as the panel's containment does (docs/agents.md). An error's JSON
     # too: a form's errors or a refusal may quote an object's text.
@@ -231,18 +258,37 @@ def _answer_in(request: HttpRequest) -> tuple[int, Answer] | None:
     return None
 
 
+def _values_approved(caller: Caller, step: AgentStep, content: dict[str, Any]) -> bool:
+    """The person's corrections in the approval form, put on the waiting step (approve with changes) once checked
+    as the panel's are; whether there were any. Refused (a ToolError saying each field's problem), changing nothing,
+    when they do not fit: the call may be made again and the person asked again."""
+    asked = step.arguments or {}
+    corrected = {name: content[name] for name in asked if name in content and content[name] != asked[name]}
+    if not corrected:
+        return False
+    try:
+        fields = approved_values(caller.user, step.run, step, {**asked, **corrected})
+    except Refused as refused:
+        problems = "; ".join(f"{name}: {problem}" for name, problem in (refused.fields or {}).items())
+        raise ToolError(f"{refused.message} {problems}".strip()) from None
+    if fields:
+        step.save(update_fields=list(fields))
+    return bool(fields)
+
+
 def _sentence(text: str) -> str:
     text = text.strip()
     return text if text.endswith((".", "!", "?", "…")) else f"{text}."
 
 
-def _ask(request: HttpRequest, step: AgentStep, caller: Caller) -> NoReturn:
+def _ask(request: HttpRequest, step: AgentStep, caller: Caller, tool: Tool) -> NoReturn:
     """Ask the person through their client (which answers by calling again), when it can be asked;
     otherwise the call is refused saying where the question waits."""
     why = f"{(step.containment or {}).get('why')} " if step.containment else ""
-    message = f"{why}{_sentence(step.summary)}\n\nYour agent “{caller.token.name}” asks to do this as you. Approve?"
+    message = (f"{why}{_sentence(step.summary)}\n\nYour agent “{caller.token.name}” asks to do this as you. Approve? "
+               "(You may correct its values first.)")
     try:
-        elicit(request, message, APPROVAL_SCHEMA, key=f"{APPROVAL_KEY}{step.pk}", expired_message=None)
+        elicit(request, message, approval_schema(step, tool), key=f"{APPROVAL_KEY}{step.pk}", expired_message=None)
     except ElicitationUnavailableError:
         raise ToolError(
             f"This needs the person's approval first: {why}{_sentence(step.summary)} It now waits in their "
@@ -289,7 +335,7 @@ def call_tool(name: str, request: HttpRequest, arguments: dict[str, Any]) -> dic
         run, step = waiting
         if step.confirmation == AgentStep.Confirmation.APPROVED and step_take(step, answered=False):
             return _result(step_run(caller, run, step))
-    _ask(request, step, caller)
+    _ask(request, step, caller, tool)
 
 
 def _on_answer(caller: Caller, tool: Tool, arguments: dict[str, Any], step_id: int, answer: Answer) -> dict[str, Any]:
@@ -301,11 +347,16 @@ def _on_answer(caller: Caller, tool: Tool, arguments: dict[str, Any], step_id: i
     if answer.action == "cancel":
         raise ToolError("The person dismissed the question without answering; the action waits in their "
                         "assistant panel, and nothing was done.")
-    if answer.action == "accept" and (answer.content or {}).get("approve") is True:
-        if not step_take(step, answered=True):
-            raise ToolError("That approval was already used, or the call no longer waits for one (it was "
-                            "answered, stopped or has expired); nothing was done. Call the tool again to ask anew.")
-        return _result(step_run(caller, step.run, step))
+    content = answer.content or {}
+    if answer.action == "accept" and content.get("approve") is True:
+        with transaction.atomic():
+            changed = _values_approved(caller, step, content)
+            if not step_take(step, answered=True):
+                transaction.set_rollback(True)
+                raise ToolError("That approval was already used, or the call no longer waits for one (it was "
+                                "answered, stopped or has expired); nothing was done. Call the tool again to ask "
+                                "anew.")
+        return _result(step_run(caller, step.run, step), changed_by_person(step) if changed else {})
     if not step_decline(step):
         raise ToolError("That answer came for a call that no longer waits for one; nothing was done.")
     raise ToolError("The person declined this action; nothing was done. Do not try it again; ask them what "

@@ -10,6 +10,7 @@ once); a token that acts as nobody is refused; every call is a run of channel `m
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
@@ -26,7 +27,7 @@ from assistant.mcp.tokens import token_create, token_revoke
 from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.testing.sockets import connect, receive_until
 from assistant.tools import tools_for
-from tracker.models import Project
+from tracker.models import Project, Task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -383,3 +384,38 @@ def test_a_call_waiting_for_approval_ends_when_its_token_is_revoked_or_nobody_ta
         step = run.steps.get()
         assert step.state == "finished" and step.took_effect is False and step.result["status"] == "not_run"
     assert Project.objects.filter(pk=garden.pk).exists()
+
+
+def test_the_person_may_correct_the_agents_values_in_the_approval_form_and_what_runs_is_theirs(
+    port: int, alice: Any
+) -> None:
+    """Approve with changes over MCP: the elicitation form holds each plain value the agent asked for, prefilled;
+    a correction that does not fit is refused saying why, with nothing done; one that fits is what runs, the step
+    keeps the agent's values, and the agent is told what the person changed."""
+    task = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+    made = token_create(owner=alice, name="Claude", spec="default")
+    forms: list[dict[str, Any]] = []
+
+    def correcting(title: str) -> Callable[..., Awaitable[types.ElicitResult]]:
+        async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+            forms.append(params.requested_schema)
+            return types.ElicitResult(action="accept", content={"approve": True, "title": title})
+
+        return callback
+
+    asked = {"pk": task.pk, "title": "Buy mlk"}
+    unfit = call(port, made.secret, "test_task_change", asked, elicitation_callback=correcting("x" * 201))
+    fixed = call(port, made.secret, "test_task_change", asked, elicitation_callback=correcting("Buy milk"))
+
+    # The form: Approve, and the agent's plain values prefilled, described as the tool's own form says them.
+    title = forms[0]["properties"]["title"]
+    assert (title["type"], title["default"]) == ("string", "Buy mlk") and title.get("description")
+    assert forms[0]["properties"]["pk"]["default"] == task.pk and forms[0]["required"] == ["approve"]
+    assert unfit.is_error and "title" in text_of(unfit) and "too long" in text_of(unfit)
+    assert not fixed.is_error, text_of(fixed)
+    assert Task.objects.get(pk=task.pk).title == "Buy milk"
+    told = json.loads(text_of(fixed))
+    assert told["changed_by_person"] == {"title": {"asked": "Buy mlk", "approved": "Buy milk"}}
+    step = AgentStep.objects.get(tool_name="test_task_change", took_effect=True)
+    assert (step.arguments["title"], step.asked_arguments["title"], step.confirmation) == (
+        "Buy milk", "Buy mlk", "approved")
