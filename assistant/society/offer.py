@@ -75,29 +75,39 @@ def _description(seat: Member, annotation: str, *, hands_over: bool) -> str:
 
 
 def delegation_tools(*, owner: Any, asking: str | Member, path: Iterable[str] = (), depth: int = 0,
-                     intent: str | None = None, hands_over: bool | None = None) -> list[DelegationTool]:
+                     intent: str | None = None, hands_over: bool | None = None,
+                     only: Iterable[str] | None = None) -> list[DelegationTool]:
     """The delegation tools of the spec `asking` for `owner`, best-ranked first. `path` is the specs of the
     runs above this one (its parent's, …) and `depth` this run's depth in its tree: a member on the path,
     the asking spec itself and any member below the depth limit are not offered. `hands_over`: whether a
-    member asked alone answers for the asker (default: the spec's `handoff`; a run passes its own setting)."""
+    member asked alone answers for the asker (default: the spec's `handoff`; a run passes its own setting).
+    `only`: just these of its members (those routing weighs), ranked among themselves."""
     seat = asking if isinstance(asking, Member) else member(asking)
     if depth + 1 > int(assistant_settings.MAX_DELEGATION_DEPTH):
         return []
     above = {*path, seat.name}
-    candidates = [name for name in dict.fromkeys(seat.delegates) if name not in above]
+    wanted = set(only) if only is not None else None
+    candidates = [name for name in dict.fromkeys(seat.delegates)
+                  if name not in above and (wanted is None or name in wanted)]
     if not candidates:
         return []
     hands_over = seat.handoff == "auto" if hands_over is None else hands_over
-    tools = []
-    for ranked in members_ranked(owner=owner, spec_names=candidates, intent=intent):
-        delegate = member(ranked.spec_name)
-        tools.append(DelegationTool(
-            name=delegation_tool_name(delegate.name),
-            description=_description(delegate, ranked.annotation, hands_over=hands_over),
-            parameters=delegation_parameters(hands_over=hands_over), member=delegate.name,
-            annotation=ranked.annotation, ranked=ranked,
-        ))
-    return tools
+    if only is not None and len(candidates) == 1:
+        # Routing's one member for the request: nothing to rank it against, so no record is read (and its tool is
+        # shown to no model).
+        return [_delegation_tool(member(candidates[0]), None, hands_over=hands_over)]
+    return [_delegation_tool(member(ranked.spec_name), ranked, hands_over=hands_over)
+            for ranked in members_ranked(owner=owner, spec_names=candidates, intent=intent)]
+
+
+def _delegation_tool(delegate: Member, ranked: RankedMember | None, *, hands_over: bool) -> DelegationTool:
+    annotation = ranked.annotation if ranked is not None else "not read"
+    return DelegationTool(
+        name=delegation_tool_name(delegate.name),
+        description=_description(delegate, annotation, hands_over=hands_over),
+        parameters=delegation_parameters(hands_over=hands_over), member=delegate.name,
+        annotation=annotation, ranked=ranked,
+    )
 
 
 def is_valid_delegation_name(spec_name: str) -> bool:

@@ -179,6 +179,7 @@ class Turn:
         # it asks (at once, still holding this run), and hands the others of the same answer to other workers.
         self.delegations: dict[str, DelegationTool] = {}
         self.intent: PlainIntent | None = None  # what a plain request asks for, when it may be routed
+        self.route: Route | None = None  # where it goes, when it is plainly one member's
         self.work_on_member, self.enqueue = work_on_member, enqueue
         # The planning tool, when the run's settings offer it (assistant/plans/).
         self.planner: PlanTool | None = None
@@ -492,11 +493,20 @@ class Turn:
         if not seat.delegates:
             return []
         path = run_path(self.run)[:-1] if self.run.parent_id is not None else []
+        hands_over = run_setting(self.run, "HANDOFF") == "auto"
         # A run's first step may be a plain request's member (routing): its members are ranked for that intent.
         self.intent = self._plain_intent(seat) if not self.steps else None
+        self.route = None
+        if self.intent is not None:
+            # Routing weighs only the members that may do the request, ranked among themselves; all of them are
+            # ranked (and offered) only when the model is to decide.
+            able = delegation_tools(owner=self.user, asking=seat, path=path, depth=self.run.depth,
+                                    hands_over=hands_over, intent=self.intent.name, only=self.intent.members)
+            self.route = plain_route(intent=self.intent, offered=able) if able else None
+            if self.route is not None:
+                return able
         return delegation_tools(owner=self.user, asking=seat, path=path, depth=self.run.depth,
-                                hands_over=run_setting(self.run, "HANDOFF") == "auto",
-                                intent=self.intent.name if self.intent is not None else None)
+                                hands_over=hands_over, intent=self.intent.name if self.intent is not None else None)
 
     def _plain_intent(self, seat: Member) -> PlainIntent | None:
         """What the request plainly asks for, when it may be routed (assistant/society/routing.py)."""
@@ -514,11 +524,9 @@ class Turn:
         return self.run.task if self.is_member else (self.history[-1].content if self.history else "")
 
     def _plain_route(self) -> Route | None:
-        """Where the request goes when it plainly belongs to one member (assistant/society/routing.py); None
-        when the model is to decide."""
-        if self.intent is None or not self.delegations:
-            return None
-        return plain_route(intent=self.intent, offered=list(self.delegations.values()))
+        """Where the request goes when it plainly belongs to one member (assistant/society/routing.py, decided as
+        its members are ranked); None when the model is to decide."""
+        return self.route
 
     def _hand_over(self, route: Route) -> None:
         """Routing: this run becomes the run of the member the request plainly belongs to, before any model call.
