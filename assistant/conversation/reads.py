@@ -20,7 +20,7 @@ from assistant.live.payloads import chat_payload, message_payload, run_payload, 
 from assistant.models import AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context, suggestions
 from assistant.plans.record import plan_payload
-from assistant.tools import tools_for
+from assistant.tools import tool_for
 
 # Pages of `assistant.load` (messages) and `assistant.chats` (chats): default and largest sizes.
 LOAD_LIMIT_DEFAULT, LOAD_LIMIT_MAX = 50, 200
@@ -97,8 +97,7 @@ def _pending_tool(user: Any, pending: AgentStep, runs: list[AgentRun]) -> dict[s
     None for a plan's step or a tool no longer offered."""
     asking = next((each for each in runs if each.pk == pending.run_id), None)
     settings = (asking.config or {}) if asking is not None else {}
-    tool = next((each for each in tools_for(user, settings.get("spec"), settings.get("permission_profile") or None)
-                 if each.name == pending.tool_name), None)
+    tool = tool_for(user, pending.tool_name, settings.get("spec"), settings.get("permission_profile") or None)
     if tool is None:
         return None
     return {"name": tool.name, "description": tool.description, "destructive": tool.destructive,

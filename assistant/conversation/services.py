@@ -48,7 +48,7 @@ from assistant.runs.lifecycle import (
 )
 from assistant.runs.model_output import storable_json
 from assistant.runs.rows import write_together
-from assistant.tools import tools_for
+from assistant.tools import tool_for
 from assistant.tools.describe import check_call
 from assistant.tools.validation import validate_arguments
 from registry.services import profile_entry_score
@@ -338,8 +338,7 @@ def approved_values(user: Any, run: AgentRun, pending: AgentStep, arguments: dic
     for the caller to save with its answer ((): the model's own values). Refused (`invalid_arguments`, each field's
     problem in `fields`), changing nothing, when they do not fit."""
     settings = run.config or {}
-    tool = next((each for each in tools_for(user, settings.get("spec"), settings.get("permission_profile") or None)
-                 if each.name == pending.tool_name), None)
+    tool = tool_for(user, pending.tool_name, settings.get("spec"), settings.get("permission_profile") or None)
     if tool is None:
         raise Refused("bad_request", "This action's values cannot be changed here; approve or deny it as it is.")
     problems = validate_arguments(arguments, tool.parameters)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from assistant.tools.declarations import ReadTool, ViewTool, readable, tool
 from assistant.tools.executor import execute_tool
-from assistant.tools.offer import PROFILES, PermissionProfile, Tool, ToolScope, resolve_scope, tools_for
+from assistant.tools.offer import PROFILES, PermissionProfile, Tool, ToolScope, resolve_scope, tool_for, tools_for
 from assistant.tools.outcome import STATUSES, ToolOutcome
 from assistant.tools.provenance import authored
 from assistant.tools.registry import (
@@ -41,5 +41,6 @@ __all__ = [
     "resolve_scope",
     "shows",
     "tool",
+    "tool_for",
     "tools_for",
 ]

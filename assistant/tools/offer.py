@@ -180,6 +180,15 @@ def offer(definition: ViewTool | ReadTool, scope: ToolScope) -> Tool:
     )
 
 
+def tool_for(user: Any, name: str, spec: Any = None, profile: str | PermissionProfile | None = None) -> Tool | None:
+    """The one tool `name` as `tools_for` would offer it to `user`, or None when it would not."""
+    scope = resolve_scope(spec, profile)
+    definition = registry.get(name)
+    if definition is None or refusal(user, definition, scope) is not None:
+        return None
+    return offer(definition, scope)
+
+
 def tools_for(user: Any, spec: Any = None, profile: str | PermissionProfile | None = None) -> list[Tool]:
     """The tools `user` may use under `spec` and `profile`, sorted by name; `.confirm` says which pause."""
     scope = resolve_scope(spec, profile)

@@ -242,8 +242,8 @@ class Turn:
                     self.check_cancel()
                     self._succeed(handed.reply, handed)  # the member's answer is the reply: no model call
                     return
-                if not self.steps and (route := self._plain_route()) is not None:
-                    self._hand_over(route)
+                if not self.steps and self.route is not None:
+                    self._hand_over(self.route)  # decided as the members were ranked (`_delegation_tools`)
                     continue
                 if preamble is None:  # not before it is needed: a run woken by its members may not get here
                     preamble = self._preamble()
@@ -522,11 +522,6 @@ class Turn:
 
     def _request(self) -> str:
         return self.run.task if self.is_member else (self.history[-1].content if self.history else "")
-
-    def _plain_route(self) -> Route | None:
-        """Where the request goes when it plainly belongs to one member (assistant/society/routing.py, decided as
-        its members are ranked); None when the model is to decide."""
-        return self.route
 
     def _hand_over(self, route: Route) -> None:
         """Routing: this run becomes the run of the member the request plainly belongs to, before any model call.
