@@ -69,6 +69,8 @@ def test_the_person_corrects_a_value_on_the_card_and_what_runs_is_their_value(
     expect(problem).to_contain_text("too long")
     expect(title).to_have_attribute("aria-invalid", "true")
     expect(card.locator("[data-confirm='approve-changed']")).to_be_enabled()
+    # Said on the card, where it can be mended; not again under the message box.
+    expect(page.locator(f"{CONV} [data-assistant-status]")).not_to_contain_text("do not fit")
     assert Task.objects.get(pk=task.pk).title == "Fix the tap"
     violations = axe_violations(page, CARD)
     assert not violations, describe_violations(violations)

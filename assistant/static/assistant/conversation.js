@@ -725,11 +725,12 @@
     return containment.why;
   };
 
-  // The card as it was before its answer was refused (`refused`: the error); values that did not fit say why.
+  // The card as it was before its answer was refused (`refused`: the error); values that did not fit say why,
+  // on the card (then true: nothing more to say elsewhere).
   Conversation.prototype.restoreCard = function (refused) {
     var pending = this.pendingCard;
     this.pendingCard = null;
-    if (!pending || !pending.card.isConnected) return;
+    if (!pending || !pending.card.isConnected) return false;
     pending.card.removeAttribute("aria-busy");
     pending.card.classList.remove("is-busy");
     pending.approve.disabled = pending.deny.disabled = false;
@@ -740,7 +741,9 @@
     this.setActive(null);
     if (refused && refused.code === "invalid_arguments" && pending.fields && this.showArgumentProblems) {
       this.showArgumentProblems(pending, refused.fields, refused.message);
+      return true;
     }
+    return false;
   };
 
   Conversation.prototype.finishRun = function (runId, node) {
@@ -968,7 +971,10 @@
     // A page cursor the server no longer knows (the chat was deleted meanwhile): start again from the top.
     if (kind === "chats" && event.code === "not_found") { this.chatsBefore = null; this.listChats(); return undefined; }
     if (kind === "older") { this.loadingOlder = false; this.hasMore = false; this.showOlderButton(); }
-    if (kind === "confirm") this.restoreCard(event);
+    if (kind === "confirm") {
+      // Values the card's form sent that do not fit: said on the card, beside each field (approvals.js).
+      if (this.restoreCard(event)) return undefined;
+    }
     if (kind === "send" && this.mySends[event.request_id] !== undefined) {
       // Refused (still working, too fast, too long): the text comes back rather than being lost.
       if (!this.input.value.trim()) this.input.value = this.mySends[event.request_id];
