@@ -105,3 +105,47 @@ def test_an_action_approved_with_changes_runs_with_the_persons_values_and_the_mo
     row = row[:row.index("</tr>")]
     assert "approved with changes by the person" in row
     assert '"title": "Buy milk"' in row and "the model asked for" in row and '"title": "Buy mlk"' in row
+
+
+def test_two_tabs_approving_different_values_at_once_run_one_of_them_once(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    task = Task.objects.create(project=Project.objects.create(owner=alice, name="Home"), title="Fix the tap")
+    fake_openai.queue(
+        openai_stream([], [("c1", "test_task_change", {"pk": task.pk, "title": "Buy mlk"})]),
+        openai_stream(["Renamed."]),
+    )
+    first, second = connect(alice), connect(alice)
+
+    async def scenario() -> list[dict[str, Any]]:
+        assert (await first.connect())[0] and (await second.connect())[0]
+        await first.send_json_to({"type": "assistant.send", "content": "rename the tap task"})
+        asked = (await receive_until(first, lambda event: event["type"] == "assistant.confirm", timeout=30))[-1]
+        await receive_until(second, lambda event: event["type"] == "assistant.confirm", timeout=30)
+        card = {"type": "assistant.confirm", "run_id": asked["run_id"], "step_id": asked["step"]["id"],
+                "approve": True}
+        # Both tabs answer the same card at the same moment, each with its own correction.
+        await asyncio.gather(
+            first.send_json_to({**card, "arguments": {"pk": task.pk, "title": "Buy milk"}, "request_id": "one"}),
+            second.send_json_to({**card, "arguments": {"pk": task.pk, "title": "Buy oat milk"}, "request_id": "two"}))
+        answers = [*await receive_until(first, lambda event: event["type"] == "assistant.replied"
+                                        or event.get("request_id") == "one" and event["type"] == "assistant.error",
+                                        timeout=30),
+                   *await receive_until(second, lambda event: event["type"] == "assistant.replied"
+                                        or event.get("request_id") == "two" and event["type"] == "assistant.error",
+                                        timeout=30)]
+        await first.disconnect()
+        await second.disconnect()
+        return answers
+
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        answers = asyncio.run(scenario())
+
+    # One answer won; the other was refused as stale and changed nothing.
+    refused = [event for event in answers if event["type"] == "assistant.error"]
+    assert [event["code"] for event in refused] == ["stale_confirmation"]
+    step = AgentStep.objects.get(tool_name="test_task_change")
+    won = "Buy oat milk" if refused[0]["request_id"] == "one" else "Buy milk"
+    assert (step.arguments["title"], step.asked_arguments["title"]) == (won, "Buy mlk")
+    assert Task.objects.get(pk=task.pk).title == won
+    assert AgentStep.objects.filter(tool_name="test_task_change", took_effect=True).count() == 1
