@@ -23,11 +23,16 @@ from assistant.conversation.reads import (
     CHATS_LIMIT_MAX,
     LOAD_LIMIT_DEFAULT,
     LOAD_LIMIT_MAX,
+    branch_state,
     chat_state,
     chats_listed,
     page_answer,
 )
-from assistant.conversation.socket_send import UNAVAILABLE_ERRORS, chat_send_from_socket
+from assistant.conversation.socket_send import (
+    UNAVAILABLE_ERRORS,
+    chat_regenerate_from_socket,
+    chat_send_from_socket,
+)
 from assistant.infra import event_names
 from assistant.live import selectors
 from assistant.live.events import bounded, user_group
@@ -128,6 +133,8 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             event_names.CHAT_RENAME: self.on_chat_rename,
             event_names.CHAT_DELETE: self.on_chat_delete,
             event_names.PAGE: self.on_page,
+            event_names.REGENERATE: self.on_regenerate,
+            event_names.BRANCH: self.on_branch,
         }
         handler = handlers.get(content["type"])
         request_id = content.get("request_id")
@@ -166,19 +173,36 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
             raise BadRequest("bad_request", '"content" must not contain NUL characters.')
         chat_id = frame_id(content, "chat_id", required=False)
         new_chat = content.get("new_chat") is True
-        # The event_names.SENT event reaches every socket of this person through the group; when Redis
-        # is out of reach, this socket gets it directly, then the reason nothing follows yet.
+        edit_of = frame_id(content, "edit_of", required=False)  # the person's earlier message this one rewrites
+        if edit_of is not None and new_chat:
+            raise BadRequest("bad_request", 'An edit ("edit_of") stays in its own chat: leave out "new_chat".')
+        await self._stored(chat_send_from_socket, self.user, content=text, chat_id=chat_id, new_chat=new_chat,
+                           request_id=content.get("request_id"), sent_from=self.sent_from, page=content.get("page"),
+                           edit_of=edit_of)
+
+    async def on_regenerate(self, content: dict[str, Any]) -> None:
+        message_id = frame_id(content, "message_id", required=True)  # the person's message to answer again
+        await self._stored(chat_regenerate_from_socket, self.user, message_id=message_id,
+                           request_id=content.get("request_id"), sent_from=self.sent_from)
+
+    async def _stored(self, store: Any, *args: Any, **kwargs: Any) -> None:
+        """A send or a regenerate: the event_names.SENT event reaches every socket of this person through the
+        group; when Redis is out of reach, this socket gets it directly, then the reason nothing follows yet."""
         try:
-            stored = await database_sync_to_async(chat_send_from_socket)(
-                self.user, content=text, chat_id=chat_id, new_chat=new_chat, request_id=content.get("request_id"),
-                sent_from=self.sent_from, page=content.get("page"),
-            )
+            stored = await database_sync_to_async(store)(*args, **kwargs)
         except SessionEnded:
             await self._end_session()
             return
         if stored is not None:
             await self.send_json(stored)
             raise Unavailable(UNAVAILABLE_SAVED)
+
+    async def on_branch(self, content: dict[str, Any]) -> None:
+        message_id = frame_id(content, "message_id", required=True)  # a message of the branch to read
+        limit = frame_limit(content, default=LOAD_LIMIT_DEFAULT, maximum=LOAD_LIMIT_MAX)
+        state = await database_sync_to_async(branch_state)(self.user, message_id, limit=limit)
+        state["request_id"] = content.get("request_id")
+        await self.send_json(state)
 
     async def on_page(self, content: dict[str, Any]) -> None:
         chat_id = frame_id(content, "chat_id", required=False)

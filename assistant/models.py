@@ -77,6 +77,9 @@ class AgentChat(models.Model):
     # Set when its person deletes it: the chat, its messages, runs and steps are then gone for them
     # (`for_user` never returns them) and kept as evidence for staff.
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # The newest message of the branch the person reads, once they have edited a message, answered one again or
+    # turned to another branch (see assistant/live/threads.py); null until then: the chat's newest message.
+    leaf = models.ForeignKey("AgentMessage", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
 
     objects = ChatQuerySet.as_manager()
 
@@ -108,6 +111,11 @@ class AgentMessage(models.Model):
     )
     # A reply a member wrote (a handoff): its spec, which the thread names beside the reply.
     member = models.CharField(max_length=100, blank=True)
+    # The message this one follows in its thread: a question follows the answer before it (or a question left
+    # unanswered), an answer its question. Messages with one parent are each other's branches: an edited
+    # question beside the one it rewrote, an answer given again beside the earlier one. Null for a chat's first
+    # messages and for summaries, which are the assistant's notes, not part of a thread.
+    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
     # For a summary: the id of the newest message folded into it, so it is reused until older turns grow.
     covers_through = models.BigIntegerField(null=True, blank=True)
     # Set when made, as auto_now_add would, but a reply may be given the moment its chat's activity was
@@ -189,6 +197,10 @@ class AgentRun(models.Model):
     # A handoff (assistant/turn/handoff.py): the member's run whose answer is this run's reply, word for word —
     # the one that wrote it, however many members handed it on.
     answered_by = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # The person's message this run answers again (Regenerate): its answer is a branch beside the earlier ones.
+    # Null for a run opened by a message of its own (that message's `run`) and for a member's run.
+    answers_again = models.ForeignKey("AgentMessage", on_delete=models.SET_NULL, null=True, blank=True,
+                                      related_name="answered_again_by")
     model = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
     reply = models.TextField(blank=True)

@@ -369,8 +369,9 @@ def messages_snapshot(user: Any, chat: AgentChat) -> list[Any]:
         if message.role == AgentMessage.Role.USER:
             out.append(UserMessage(id=client_ids.get(message.run_id) or f"user-{message.pk}",
                                    content=message.content))
-            if message.run_id in runs:
-                walk(message.run_id)
+            answering = page.answered_by.get(message.pk)  # its run on this branch (one answering it again)
+            if answering in runs:
+                walk(answering)
         elif message.content and not is_said_by(message.content, last_text.get(_writer(message, runs), "")):
             # A reply that is not already there as the text of the model call that wrote it (its run's, or the
             # member's that answered for it): a limit's or a fallback's words.

@@ -12,11 +12,13 @@ from typing import Any
 
 from assistant.access.authority import SentFrom
 from assistant.conf import assistant_settings
+from assistant.conversation import services
 from assistant.conversation.frames import BadRequest
 from assistant.infra import event_names
 from assistant.live import selectors
 from assistant.live.events import current_event_seq
 from assistant.live.payloads import chat_payload, message_payload, run_payload, step_payload
+from assistant.live.threads import branch_payloads
 from assistant.models import AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context, suggestions
 from assistant.plans.record import plan_payload
@@ -66,10 +68,11 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
     plans = selectors.runs_plans(run_ids=[r.pk for r in (run, *members)] if run is not None else [])
     # The newest page ends with the chat's newest message: no second look for the chat's preview.
     latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
+    branches = branch_payloads(page.messages)
     state = {
         "type": event_names.MESSAGES_LOADED,
         "chat": chat_payload(chat, **latest),
-        "messages": [message_payload(message) for message in page.messages],
+        "messages": [message_payload(message, branches.get(message.pk)) for message in page.messages],
         "has_more": page.has_more,
         "before": before,
         "active_run": run_payload(run) if run is not None else None,
@@ -87,9 +90,19 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
     }
     if with_steps:
         past_plans = selectors.runs_plans(run_ids=[past.pk for past in page.runs])
+        # A top run names the person's message it answers on this branch (the panel draws it right after it).
+        question_of = {run_id: question for question, run_id in page.answered_by.items()}
         state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]],
-                          "plan": _plan_or_none(past_plans.get(past.pk))} for past in page.runs]
+                          "plan": _plan_or_none(past_plans.get(past.pk)), "question_id": question_of.get(past.pk)}
+                         for past in page.runs]
     return state
+
+
+def branch_state(user: Any, message_id: int, *, limit: int = LOAD_LIMIT_DEFAULT) -> dict[str, Any]:
+    """`assistant.branch`: read the chat along the branch through the message `message_id` (services.chat_branch),
+    answered as `assistant.load` answers for that chat, with the runs and their steps."""
+    chat = services.chat_branch(user=user, message_id=message_id)
+    return chat_state(user, chat.pk, limit=limit, with_steps=True)
 
 
 def _pending_tool(user: Any, pending: AgentStep, runs: list[AgentRun]) -> dict[str, Any] | None:

@@ -32,6 +32,7 @@ from assistant.live.payloads import (
     run_event,
 )
 from assistant.live.selectors import NotFound, run_pending_confirmation
+from assistant.live.threads import THREAD_ROLES, branch_payloads, chat_leaf_id, newest_below
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context
 from assistant.plans.offer import PLAN_TOOL
@@ -82,7 +83,7 @@ class Sent:
 @transaction.atomic
 def chat_send(
     *, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False, request_id: Any = None,
-    sent_from: SentFrom | None = None, page: str | None = None,
+    sent_from: SentFrom | None = None, page: str | None = None, edit_of: int | None = None,
 ) -> Sent:
     """Store the person's message and a queued run, and start the run after commit. `request_id`, if the
     client sent one, is echoed on the `assistant.sent` event so the sender can match it to its run.
@@ -97,6 +98,10 @@ def chat_send(
     `page` is the path of the page the person asked from: its object, read now as the person (see
     assistant/page_context/), is kept on the run and given to the model as data; a page whose object
     they cannot open gives nothing. A `page` that is no path at all is refused (`bad_page`).
+
+    The message follows the last message of the branch the person reads (assistant/live/threads.py). With
+    `edit_of`, the id of one of the person's earlier messages, it is that message rewritten: a branch beside it,
+    which the person then reads; the branch it came from is kept as it is, and nothing it did is undone.
     """
     text = (content or "").strip()
     if not readable_text(text, multiline=True):  # only invisible characters is as empty as nothing
@@ -104,15 +109,17 @@ def chat_send(
     limit = assistant_settings.MAX_MESSAGE_CHARS
     if len(text) > limit:
         raise Refused("message_too_long", f"Messages are limited to {limit} characters; this one has {len(text)}.")
-    per_minute = assistant_settings.RUNS_PER_MINUTE
-    since = timezone.now() - timedelta(minutes=1)
-    if _sends_held_runs_counted(user.pk, since=since, at_most=per_minute) >= per_minute:
-        raise Refused("rate_limited", RATE_LIMITED)
+    since = _within_the_rate(user)
     try:  # read before any lock is taken: it goes through the site's middleware as the person
         seen = page_context(user, page, sent_from=sent_from) if page is not None else None
     except BadPage as exc:
         raise Refused("bad_page", str(exc)) from None
 
+    edited = _own_question(user, edit_of) if edit_of is not None else None
+    if edited is not None:
+        if chat_id is not None and chat_id != edited.chat_id:
+            raise Refused("bad_request", "The message to edit is not in this chat.")
+        chat_id = edited.chat_id
     # NO KEY UPDATE: a second send, a rename or a delete waits for this one, but a worker adding its reply
     # to the chat (a key-share lock on it) while it holds its run's row does not: with a plain FOR UPDATE
     # here, that worker and this send (which goes on to lock the chat's active run) waited on each other.
@@ -121,9 +128,7 @@ def chat_send(
         chat = chats.filter(pk=chat_id).first()
         if chat is None:
             raise NotFound(f"No chat {chat_id!r}.")
-        if chat.channel != PANEL.value:
-            raise Refused("agent_chat", "This chat is the record of what your own agent did as you; start a new "
-                                        "chat to talk to the assistant.")
+        _refuse_agent_chat(chat)
     else:
         # The person's current chat is one they talk in: a chat of their agent's calls never is.
         chat = None if new_chat else chats.filter(channel=PANEL.value).order_by("-updated_at", "-id").first()
@@ -135,39 +140,133 @@ def chat_send(
         # the person typed would be kept: see assistant/infra/text.py); its newest activity is this message.
         chat = AgentChat(owner=user, spec=assistant_settings.SPEC, last_activity_at=now,
                          title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
+        follows = None
     else:
-        active = AgentRun.objects.select_for_update().filter(chat=chat, parent__isnull=True,
-                                                     status__in=AgentRun.ACTIVE_STATUSES).first()
-        if active is not None:
-            _supersede(active)
+        _supersede_waiting(chat)
         if not chat.title:
             chat.title = readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS)
+        follows = edited.parent_id if edited is not None else chat_leaf_id(chat)
 
     config = run_config(spec=chat.spec)
     if seen is not None:
         config["page"] = seen.as_data()
     run = run_open(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
-    message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now)
-    # The new chat (if it is one), the run and the message: one statement, written only while the person's
-    # runs of the last minute, counted by this statement itself, are fewer than the limit.
+    message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now,
+                           parent_id=follows)
+    _write_within_the_rate(user, since, inserts=[chat, run, message] if made else [run, message])
+    if not made:
+        # Marks it the person's current chat (updated_at), and its newest activity is this message. A chat the
+        # person has branched reads on through this message (a chat never branched needs no leaf: its newest).
+        chat.last_activity_at = message.created_at
+        branched = edited is not None or chat.leaf_id is not None
+        if branched:
+            chat.leaf = message
+        chat.save(update_fields=["title", "updated_at", "last_activity_at", *(["leaf"] if branched else [])])
+    branch = branch_payloads([message]).get(message.pk) if edited is not None else None
+    return _start(Sent(chat=chat, message=message, run=run), text, request_id=request_id, branch=branch)
+
+
+@transaction.atomic
+def chat_regenerate(*, user: Any, message_id: int, request_id: Any = None,
+                    sent_from: SentFrom | None = None) -> Sent:
+    """Answer one of the person's messages again: a new run whose answer is a branch beside the earlier answers,
+    which stay as they were (nothing they did is undone). The person reads the new answer's branch. The run is
+    a send like any other: the same rate, the same one active run per chat, the page it was first asked from."""
+    since = _within_the_rate(user)
+    question = _own_question(user, message_id)
+    chat = AgentChat.objects.for_user(user).select_for_update(no_key=True).filter(pk=question.chat_id).first()
+    if chat is None:
+        raise NotFound(f"No message {message_id!r}.")
+    _refuse_agent_chat(chat)
+    _supersede_waiting(chat)
+    config = run_config(spec=chat.spec)
+    first = (AgentRun.objects.filter(pk=question.run_id).values_list("config", flat=True).first() or {}
+             if question.run_id is not None else {})
+    if first.get("page"):
+        config["page"] = first["page"]  # "this" still means what it meant when the question was asked
+    run = run_open(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
+    run.answers_again = question
+    _write_within_the_rate(user, since, inserts=[run])
+    chat.last_activity_at = timezone.now()
+    chat.leaf = question  # the answer to come ends the branch the person reads (StepJournal.succeed)
+    chat.save(update_fields=["updated_at", "last_activity_at", "leaf"])
+    return _start(Sent(chat=chat, message=question, run=run), question.content, request_id=request_id,
+                  branch=branch_payloads([question]).get(question.pk), answers_again=True)
+
+
+@transaction.atomic
+def chat_branch(*, user: Any, message_id: int) -> AgentChat:
+    """Read the chat along the branch through `message_id` (one of its messages, the person's or an answer), to
+    where that branch ends. Refused while a run works or waits in the chat: its question is on the branch read
+    now. Nothing any branch did is undone."""
+    try:
+        chosen = AgentMessage.objects.for_user(user).filter(role__in=THREAD_ROLES).get(pk=int(message_id))
+    except (AgentMessage.DoesNotExist, TypeError, ValueError):
+        raise NotFound(f"No message {message_id!r}.") from None
+    chat = AgentChat.objects.for_user(user).select_for_update(no_key=True).get(pk=chosen.chat_id)
+    _refuse_agent_chat(chat)
+    if AgentRun.objects.filter(chat=chat, parent__isnull=True, status__in=AgentRun.ACTIVE_STATUSES).exists():
+        raise Refused("run_active", "The assistant is still at work in this chat: wait for it, answer it or stop "
+                                    "it before reading another branch.")
+    chat.leaf_id = newest_below(chosen.pk)
+    chat.save(update_fields=["leaf"])
+    publish_to_user(user.pk, {"type": event_names.THREAD_CHANGED, "chat_id": chat.pk, "leaf_id": chat.leaf_id})
+    return chat
+
+
+def _own_question(user: Any, message_id: Any) -> AgentMessage:
+    """One of the person's own messages (never an answer, a summary or another person's: all `not_found`)."""
+    try:
+        return AgentMessage.objects.for_user(user).get(pk=int(message_id), role=AgentMessage.Role.USER)
+    except (AgentMessage.DoesNotExist, TypeError, ValueError):
+        raise NotFound(f"No message {message_id!r}.") from None
+
+
+def _refuse_agent_chat(chat: AgentChat) -> None:
+    if chat.channel != PANEL.value:
+        raise Refused("agent_chat", "This chat is the record of what your own agent did as you; start a new "
+                                    "chat to talk to the assistant.")
+
+
+def _supersede_waiting(chat: AgentChat) -> None:
+    active = AgentRun.objects.select_for_update().filter(chat=chat, parent__isnull=True,
+                                                         status__in=AgentRun.ACTIVE_STATUSES).first()
+    if active is not None:
+        _supersede(active)
+
+
+def _within_the_rate(user: Any) -> datetime:
+    """Refuse a send past RUNS_PER_MINUTE (early: `_write_within_the_rate` decides); the minute's start."""
+    per_minute = assistant_settings.RUNS_PER_MINUTE
+    since = timezone.now() - timedelta(minutes=1)
+    if _sends_held_runs_counted(user.pk, since=since, at_most=per_minute) >= per_minute:
+        raise Refused("rate_limited", RATE_LIMITED)
+    return since
+
+
+def _write_within_the_rate(user: Any, since: datetime, *, inserts: list[Any]) -> None:
+    """The send's rows (a new chat, the run, the message): one statement, written only while the person's runs
+    since `since`, counted by this statement itself, are fewer than the limit."""
+    per_minute = assistant_settings.RUNS_PER_MINUTE
     written = write_together(guard=_under_the_limit_sql(), guard_params=(user.pk, since, per_minute, per_minute),
-                             inserts=[chat, run, message] if made else [run, message])
+                             inserts=inserts)
     if written.answer is None:  # everything this send did so far is rolled back with its transaction
         raise Refused("rate_limited", RATE_LIMITED)
-    if not made:
-        # Marks it the person's current chat (updated_at), and its newest activity is this message.
-        chat.last_activity_at = message.created_at
-        chat.save(update_fields=["title", "updated_at", "last_activity_at"])
-    # Announced, and out (numbered and published), before the run is enqueued (all on commit, in this
-    # order): the run's events, which its worker numbers, then always follow `assistant.sent` on every
-    # socket. A busy web process's publishing thread can wait its turn longer than a quick run takes, and
-    # a first message's reply then came before the message, to a panel that did not know the chat yet.
-    # It costs the send one trip to Redis; a Redis that does not answer holds it up no longer than the
-    # count's own timeout. The question rides along so the worker can embed it for recall at once.
-    run_sent_announce(run, chat, message, request_id=request_id)
+
+
+def _start(sent: Sent, question: str, *, request_id: Any, **announced: Any) -> Sent:
+    """Announce the send and enqueue its run, on commit.
+
+    Announced, and out (numbered and published), before the run is enqueued (all on commit, in this order):
+    the run's events, which its worker numbers, then always follow `assistant.sent` on every socket. A busy
+    web process's publishing thread can wait its turn longer than a quick run takes, and a first message's
+    reply then came before the message, to a panel that did not know the chat yet. It costs the send one trip
+    to Redis; a Redis that does not answer holds it up no longer than the count's own timeout. The question
+    rides along so the worker can embed it for recall at once."""
+    run_sent_announce(sent.run, sent.chat, sent.message, request_id=request_id, **announced)
     transaction.on_commit(lambda: publisher.flush(timeout=EVENT_SEQ_TIMEOUT_SECONDS))
-    run_enqueue(run.pk, {"question": text, "embedder": run.config["embedder"]})
-    return Sent(chat=chat, message=message, run=run)
+    run_enqueue(sent.run.pk, {"question": question, "embedder": sent.run.config["embedder"]})
+    return sent
 
 
 @functools.cache

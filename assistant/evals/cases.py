@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from assistant.channel_policies import channel_policies
 from assistant.evals.models import NAME_MAX, EvalCase, EvalSet
+from assistant.live.threads import thread_until_question
 from assistant.models import AgentMessage, AgentRun, AgentStep
 from assistant.plans.offer import PLAN_TOOL
 from assistant.society.offer import DELEGATION_PREFIX
@@ -117,19 +118,14 @@ def default_expectations(recording: dict[str, Any]) -> dict[str, Any]:
             "reply": {"nonempty": True}}
 
 
-def _question(run: AgentRun) -> AgentMessage:
-    message = (AgentMessage.objects.filter(run=run, role=AgentMessage.Role.USER).order_by("created_at", "id").first())
-    if message is None:
+def _asked(run: AgentRun) -> tuple[AgentMessage, list[dict[str, str]]]:
+    """The person's message `run` answers, and the conversation before it on its branch (the newest
+    CONVERSATION_MAX messages): an edited question's case is what was asked on its own branch."""
+    branch = thread_until_question(run)
+    if not branch:
         raise CaseRefused(f"Run {run.pk} has no question of its person's to replay (it was not asked from a chat).")
-    return message
-
-
-def _conversation(question: AgentMessage) -> list[dict[str, str]]:
-    before = (AgentMessage.objects.filter(chat_id=question.chat_id, role__in=[AgentMessage.Role.USER,
-                                                                              AgentMessage.Role.ASSISTANT])
-              .filter(Q(created_at__lt=question.created_at) | Q(created_at=question.created_at, id__lt=question.pk))
-              .order_by("-created_at", "-id")[:CONVERSATION_MAX])
-    return [{"role": message.role, "content": message.content} for message in reversed(list(before))]
+    *before, question = branch
+    return question, [{"role": message.role, "content": message.content} for message in before[-CONVERSATION_MAX:]]
 
 
 def case_add(eval_set: EvalSet, run: AgentRun, *, reason: str = "") -> tuple[EvalCase, bool]:
@@ -142,7 +138,7 @@ def case_add(eval_set: EvalSet, run: AgentRun, *, reason: str = "") -> tuple[Eva
     existing = EvalCase.objects.filter(eval_set=eval_set, source_run_number=run.pk).first()
     if existing is not None:
         return existing, False
-    question = _question(run)
+    question, conversation = _asked(run)
     recording = recording_of(run)
     owner = run.owner
     try:
@@ -150,7 +146,7 @@ def case_add(eval_set: EvalSet, run: AgentRun, *, reason: str = "") -> tuple[Eva
             case = EvalCase.objects.create(
                 eval_set=eval_set, source_run=run, source_run_number=run.pk, owner=owner,
                 owner_username=owner.get_username(), spec=run.routed_from or run.spec, question=question.content,
-                conversation=_conversation(question), recording=recording,
+                conversation=conversation, recording=recording,
                 expectations=default_expectations(recording), reason=reason,
             )
     except IntegrityError:  # added at the same moment by another request

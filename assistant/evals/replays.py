@@ -108,12 +108,15 @@ def _replay_start(result: EvalResult, case: EvalCase, candidate: Candidate) -> N
         config["page"] = case.recording["page"]
     chat = AgentChat.objects.create(owner=case.owner, spec=spec, channel=EVAL.value,
                                     title=f"Replay of case {case.pk} ({case.eval_set.name}, {candidate.label})"[:200])
+    # The conversation as one branch, each message following the one before, as the person's chat read.
+    follows = None
     for message in case.conversation:
-        AgentMessage.objects.create(chat=chat, owner=case.owner, role=message["role"], content=message["content"])
+        follows = AgentMessage.objects.create(chat=chat, owner=case.owner, role=message["role"],
+                                              content=message["content"], parent=follows)
     run = run_open(owner=case.owner, chat=chat, spec=spec, config=config, channel=EVAL.value)
     run.save(force_insert=True)
     AgentMessage.objects.create(chat=chat, owner=case.owner, role=AgentMessage.Role.USER, content=case.question,
-                                run=run)
+                                run=run, parent=follows)
     result.replay_run = run
     result.save(update_fields=["replay_run"])
     run_enqueue(run.pk)

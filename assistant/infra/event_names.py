@@ -17,6 +17,8 @@ CHAT_RENAME: Final = "assistant.chat_rename"
 CHAT_DELETE: Final = "assistant.chat_delete"
 PAGE: Final = "assistant.page"
 FEEDBACK: Final = "assistant.feedback"
+REGENERATE: Final = "assistant.regenerate"
+BRANCH: Final = "assistant.branch"
 
 # Sent by the server ("Server → client events").
 PONG: Final = "assistant.pong"
@@ -38,11 +40,14 @@ THREAD_FAILED: Final = "assistant.thread_failed"
 ERROR: Final = "assistant.error"
 SESSION_ENDED: Final = "assistant.session_ended"
 RESYNC: Final = "assistant.resync"
+THREAD_CHANGED: Final = "assistant.thread_changed"
 
-CLIENT_EVENTS: Final = frozenset({PING, SEND, CANCEL, CONFIRM, LOAD, CHATS, CHAT_RENAME, CHAT_DELETE, PAGE, FEEDBACK})
+CLIENT_EVENTS: Final = frozenset({PING, SEND, CANCEL, CONFIRM, LOAD, CHATS, CHAT_RENAME, CHAT_DELETE, PAGE, FEEDBACK,
+                                       REGENERATE, BRANCH})
 SERVER_EVENTS: Final = frozenset({
     PONG, SENT, STEP, TEXT_DELTA, CONFIRM, PLAN, REPLIED, REPLY_FAILED, CANCELLED, FEEDBACK_SAVED, MESSAGES_LOADED,
     PAGE_CONTEXT, CHATS_LISTED, CHAT_UPDATED, CHAT_DELETED, THREAD_FAILED, ERROR, SESSION_ENDED, RESYNC,
+    THREAD_CHANGED,
 })
 
 # Not events of the socket, and so not in the lists above:

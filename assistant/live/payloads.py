@@ -38,18 +38,21 @@ def chat_payload(chat: AgentChat, *, latest: AgentMessage | None = _LOOK_UP) -> 
     }
 
 
-def message_payload(message: AgentMessage) -> dict[str, Any]:
+def message_payload(message: AgentMessage, branch: dict[str, Any] | None = None) -> dict[str, Any]:
     """A message; a reply also carries its Markdown as safe HTML and the person's feedback on its run
-    (load messages with `select_related("run")`: the feedback is read from the run)."""
+    (load messages with `select_related("run")`: the feedback is read from the run). `branch`: its place among
+    its siblings and what the other branches did (assistant/live/threads.py `branch_payloads`), for a message
+    that has any."""
     is_reply = message.role == AgentMessage.Role.ASSISTANT
     return {
         "id": message.pk, "chat_id": message.chat_id, "role": message.role, "content": message.content,
-        "run_id": message.run_id, "created_at": _time(message.created_at),
+        "run_id": message.run_id, "parent_id": message.parent_id, "created_at": _time(message.created_at),
         "html": render_markdown(message.content) if is_reply else None,
         "feedback": feedback_payload(message.run) if is_reply and message.run_id is not None else None,
         "about": _asked_about(message),
         # A reply a member wrote itself (a handoff): the member, which the thread names beside it.
         "member": message.member or None,
+        "branch": branch,
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 
 from assistant.channel_policies import PANEL
+from assistant.live.threads import thread_ids
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 
 
@@ -99,25 +100,29 @@ class MessagesPage:
     # With steps: the runs those messages belong to (oldest first), and each run's steps by run id.
     runs: list[AgentRun] = field(default_factory=list)
     steps: dict[int, list[AgentStep]] = field(default_factory=dict)
+    # With steps: the run that answers each of the person's messages on this branch, by message id (the run of the
+    # answer that follows it, or its newest run when none does).
+    answered_by: dict[int, int] = field(default_factory=dict)
 
 
 def chat_messages_page(
     *, chat: AgentChat, before: int | None = None, limit: int = 50, with_steps: bool = False
 ) -> MessagesPage:
-    """The newest `limit` messages of the chat older than the message `before` (every message when
-    `before` is None), oldest first, and whether older ones exist. `with_steps` adds the runs of those
-    messages and their steps: one query for the runs, one for the steps."""
-    shown = _shown_messages(chat.pk)
-    rows = shown if before is None else _older_than(shown, "created_at", before)
+    """The newest `limit` messages of the branch the person reads (assistant/live/threads.py) older than the
+    message `before` (the branch's newest without it), oldest first, and whether older ones exist. `with_steps`
+    adds the runs that answer those messages on this branch, with the members they asked, and their steps."""
+    ids = thread_ids(chat)
+    if before is not None:
+        if before not in ids:
+            raise CursorNotFound(f"No message {before!r} in this chat.")
+        ids = ids[: ids.index(before)]
+    has_more = len(ids) > limit
     # The run comes along: a reply's payload carries the feedback stored on it.
-    page = list(rows.select_related("run").order_by("-created_at", "-id")[: limit + 1])
-    if before is not None and not page and not shown.filter(pk=before).exists():
-        raise CursorNotFound(f"No message {before!r} in this chat.")
-    has_more = len(page) > limit
-    messages = page[:limit][::-1]
+    messages = list(AgentMessage.objects.filter(pk__in=ids[-limit:]).select_related("run").order_by("id"))
     if not with_steps:
         return MessagesPage(messages=messages, has_more=has_more)
-    run_ids = {message.run_id for message in messages if message.run_id is not None}
+    answered_by = _answering_runs(messages)
+    run_ids = set(answered_by.values()) | {m.run_id for m in messages if m.role != AgentMessage.Role.USER and m.run_id}
     if not run_ids:
         return MessagesPage(messages=messages, has_more=has_more)
     # With the members those runs asked (all of a tree names its top run): a reload nests them as they were.
@@ -126,7 +131,29 @@ def chat_messages_page(
     steps: dict[int, list[AgentStep]] = {run.pk: [] for run in runs}
     for step in AgentStep.objects.filter(run_id__in=steps.keys()).order_by("run_id", "seq"):
         steps[step.run_id].append(step)
-    return MessagesPage(messages=messages, has_more=has_more, runs=runs, steps=steps)
+    return MessagesPage(messages=messages, has_more=has_more, runs=runs, steps=steps, answered_by=answered_by)
+
+
+def _answering_runs(messages: list[AgentMessage]) -> dict[int, int]:
+    """The run shown after each of the person's `messages`: the one whose answer follows it on the branch, else
+    the newest run that answered it (its own, or one that answered it again) and left no answer: it failed, was
+    stopped, or works on it now. A run whose answer is on another branch is that branch's."""
+    following = {m.parent_id: m.run_id for m in messages if m.role == AgentMessage.Role.ASSISTANT and m.run_id}
+    unanswered = [m for m in messages if m.role == AgentMessage.Role.USER and m.pk not in following]
+    answered_by = {question: run_id for question, run_id in following.items() if question is not None}
+    if not unanswered:
+        return answered_by
+    tried = {q.pk: [q.run_id] if q.run_id is not None else [] for q in unanswered}
+    for run_id, asked in (AgentRun.objects.filter(answers_again_id__in=tried.keys())
+                          .order_by("id").values_list("pk", "answers_again_id")):
+        tried[asked].append(run_id)
+    gave_answers = set(AgentMessage.objects.filter(parent_id__in=tried.keys(), role=AgentMessage.Role.ASSISTANT)
+                       .values_list("run_id", flat=True))
+    for question, run_ids in tried.items():
+        left = [run_id for run_id in run_ids if run_id not in gave_answers]
+        if left:
+            answered_by[question] = left[-1]
+    return answered_by
 
 
 def chat_active_run(*, chat: AgentChat) -> AgentRun | None:

@@ -103,10 +103,19 @@ def run_open(*, spec: str, config: dict[str, Any], channel: str = PANEL.value, s
                     channel=channel, **opened, **(sent_from.stored() if sent_from else {}), **fields)
 
 
-def run_sent_announce(run: AgentRun, chat: AgentChat, message: AgentMessage, **extra: Any) -> None:
-    """Announce a run just opened with the person's message (`assistant.sent`); `extra`: a send's `request_id`."""
-    publish_to_user(run.owner_id, run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message),
-                                            message=message_payload(message), run=run_payload(run), **extra))
+def run_sent_announce(run: AgentRun, chat: AgentChat, message: AgentMessage, *, branch: dict[str, Any] | None = None,
+                      **extra: Any) -> None:
+    """Announce a run just opened with the person's message (`assistant.sent`); `branch`: the message's place
+    among its branches (an edit); `extra`: a send's `request_id`, and `answers_again` for a run that answers the
+    message again."""
+    publish_to_user(run.owner_id, sent_event(run, chat, message, branch=branch, **extra))
+
+
+def sent_event(run: AgentRun, chat: AgentChat, message: AgentMessage, *, branch: dict[str, Any] | None = None,
+               **extra: Any) -> dict[str, Any]:
+    """`assistant.sent`: the chat, the person's message and the run that answers it."""
+    return run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message),
+                     message=message_payload(message, branch), run=run_payload(run), **extra)
 
 
 class DelegationRefused(Exception):
@@ -559,10 +568,16 @@ def _members_stop(run: AgentRun, *, status: str, stop_reason: str, error: str) -
                                                       run=run_payload(below)))
 
 
-def chat_activity_record(*, chat_id: int, at: datetime) -> None:
-    """A reply written at `at` is its chat's newest activity (the order of the person's list of chats).
+def chat_activity_record(*, chat_id: int, at: datetime) -> int | None:
+    """A reply written at `at` is its chat's newest activity (the order of the person's list of chats). Returns the
+    chat's leaf (the end of the branch its person reads, once they branched: see assistant/live/threads.py).
 
     Called in the transaction that ends the run, before the run's row is touched: a send or a delete locks
     the chat's row, then the run's, and a worker that held the run's row while it waited here for the
     chat's would close a circle with them."""
-    AgentChat.objects.filter(pk=chat_id, last_activity_at__lt=at).update(last_activity_at=at)
+    table = AgentChat._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f'UPDATE "{table}" SET "last_activity_at" = GREATEST("last_activity_at", %s) '  # noqa: S608
+                       'WHERE "id" = %s RETURNING "leaf_id"', [at, chat_id])
+        row = cursor.fetchone()
+    return row[0] if row is not None else None

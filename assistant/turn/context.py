@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from assistant.live.threads import thread_until_question
 from assistant.llm import Message, ModelError, ModelResponse
 from assistant.models import AgentMessage, AgentRun
 
@@ -38,20 +39,9 @@ def _transcript(rows: list[AgentMessage], previous_summary: str) -> str:
 
 
 def chat_history(run: AgentRun) -> list[AgentMessage]:
-    """The chat's messages up to and including the one this run answers, oldest first, summaries aside.
-    Messages of later runs are left out.
-
-    A chat's runs take turns (a send waits for the chat's lock, and is refused while a run works there), so
-    everything said before this run's question comes before it in the chat, and everything of a later run
-    after it.
-    """
-    # The chat's messages in order; those after this run's question (a later run's) are cut off below.
-    rows = [row for row in AgentMessage.objects.filter(chat_id=run.chat_id).order_by("id")
-            if row.role != AgentMessage.Role.SUMMARY]
-    asked = next(
-        (index for index, row in enumerate(rows) if row.run_id == run.pk and row.role == AgentMessage.Role.USER), None
-    )
-    return [] if asked is None else rows[: asked + 1]
+    """The messages of the branch the run answers, from the chat's first down to the person's message it
+    answers, oldest first (see assistant/live/threads.py). What other branches and later runs said is left out."""
+    return thread_until_question(run)
 
 
 def conversation_window(
@@ -66,7 +56,9 @@ def conversation_window(
     older, recent = history[:-keep], history[-keep:]
     boundary = older[-1].pk
     latest = (
-        AgentMessage.objects.filter(chat_id=run.chat_id, role=AgentMessage.Role.SUMMARY, covers_through__lte=boundary)
+        # Made on this branch: what it covers ends with a message of it (another branch's summary told another story).
+        AgentMessage.objects.filter(chat_id=run.chat_id, role=AgentMessage.Role.SUMMARY,
+                                    covers_through__in=[row.pk for row in older])
         .order_by("-covers_through", "-id")
         .first()
     )

@@ -19,7 +19,8 @@ from django.utils import timezone
 from assistant.infra import event_names
 from assistant.live.events import publish_to_user
 from assistant.live.payloads import message_payload, run_event, run_payload
-from assistant.models import AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.live.threads import branch_payloads
+from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
 from assistant.runs.lease import Fenced, LeaseLost, insert_fenced, update_fenced, write_fenced
@@ -261,26 +262,35 @@ class StepJournal:
             self.cancelled.set()
         return False
 
-    def succeed(self, user: Any, reply: str, handed: HandedOver | None = None) -> tuple[AgentRun, AgentMessage]:
+    def succeed(self, user: Any, reply: str, handed: HandedOver | None = None, *,
+                question: AgentMessage | None = None) -> tuple[AgentRun, AgentMessage]:
         """End the run with its reply, one message in the chat, which becomes the chat's newest activity;
-        `handed`: the reply is a member's answer (a handoff), and the message names the member."""
+        `handed`: the reply is a member's answer (a handoff), and the message names the member. `question`: the
+        person's message it answers, which the reply follows in the chat's thread (assistant/live/threads.py)."""
         reply = clean_text(reply)
         with self._ending():
             # The chat's row before the run's, in the order a send or a delete takes them (a worker holding
             # the run while it waits for the chat would close a circle with a send holding the chat), and in
             # the reply's transaction: a list of chats asked for on the event has the chat in its place.
             at = timezone.now()
-            chat_activity_record(chat_id=self.run.chat_id, at=at)
+            leaf = chat_activity_record(chat_id=self.run.chat_id, at=at)
             # The run's end, its last step (the model's answer) and the reply's message: one fenced statement.
             # A member that wrote it is named on it: one handed over to, or the one this run was routed to.
             routed = bool(self.run.routed_from)
             message = AgentMessage(chat_id=self.run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT,
                                    content=reply, run=self.run, created_at=at,
+                                   parent_id=question.pk if question is not None else None,
                                    member=handed.member if handed is not None else self.run.spec if routed else "")
             run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message,
                             answered_by=handed.written_by if handed is not None else None)
+            if question is not None and leaf == question.pk:
+                # The person reads a branch that ends with this question (one they edited or asked again): it
+                # now ends with its answer. A chat never branched has no leaf, and nothing to write here.
+                AgentChat.objects.filter(pk=self.run.chat_id, leaf_id=question.pk).update(leaf_id=message.pk)
+            # An answer given again is a branch beside the earlier answers: it says which of them it is.
+            branch = branch_payloads([message]).get(message.pk) if self.run.answers_again_id is not None else None
             publish_to_user(run.owner_id, run_event(
-                event_names.REPLIED, run, message=message_payload(message), run=run_payload(run)
+                event_names.REPLIED, run, message=message_payload(message, branch), run=run_payload(run)
             ))
         return run, message
 

@@ -553,7 +553,7 @@ class Turn:
                 # A member answers the run that asked it, not the chat: its reply stays on its own row.
                 self.journal.answer(reply, handed)
                 return
-            self.journal.succeed(self.user, reply, handed)
+            self.journal.succeed(self.user, reply, handed, question=self.history[-1] if self.history else None)
         except CancelledBeforeEnd:
             self._stop(self._stopped())
             return

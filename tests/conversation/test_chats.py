@@ -32,9 +32,10 @@ def make_chat(owner: Any, title: str, *, minutes: float, messages: Sequence[str]
     holding `messages` (alternately the person's and replies), one second apart and ending at that moment."""
     chat = AgentChat.objects.create(owner=owner, title=title)
     used = BASE + timedelta(minutes=minutes)
+    message = None  # each follows the one before: one branch
     for index, content in enumerate(messages):
         role = AgentMessage.Role.USER if index % 2 == 0 else AgentMessage.Role.ASSISTANT
-        message = AgentMessage.objects.create(chat=chat, owner=owner, role=role, content=content)
+        message = AgentMessage.objects.create(chat=chat, owner=owner, role=role, content=content, parent=message)
         at = used - timedelta(seconds=len(messages) - 1 - index)
         AgentMessage.objects.filter(pk=message.pk).update(created_at=at)
     AgentChat.objects.filter(pk=chat.pk).update(updated_at=used, last_activity_at=used)
@@ -404,13 +405,16 @@ def test_a_page_with_steps_is_a_fixed_number_of_queries_however_many_runs(
     alice: Any, django_assert_num_queries: Callable[..., Any]
 ) -> None:
     chat = make_chat(alice, "busy", minutes=1)
+    answer = None
     for i in range(10):
         run = AgentRun.objects.create(owner=alice, chat=chat, status="succeeded")
-        AgentMessage.objects.create(chat=chat, owner=alice, role="user", content=f"q{i}", run=run)
-        AgentMessage.objects.create(chat=chat, owner=alice, role="assistant", content=f"a{i}", run=run)
+        question = AgentMessage.objects.create(chat=chat, owner=alice, role="user", content=f"q{i}", run=run,
+                                               parent=answer)
+        answer = AgentMessage.objects.create(chat=chat, owner=alice, role="assistant", content=f"a{i}", run=run,
+                                             parent=question)
         for seq in (1, 2, 3):
             AgentStep.objects.create(run=run, seq=seq, kind="model_call")
-    with django_assert_num_queries(3):  # messages, runs, steps
+    with django_assert_num_queries(4):  # the branch, its messages, runs, steps
         page = selectors.chat_messages_page(chat=chat, limit=20, with_steps=True)
     assert len(page.runs) == 10 and all(len(page.steps[run.pk]) == 3 for run in page.runs)
 

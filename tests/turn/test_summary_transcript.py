@@ -17,9 +17,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
 def _long_chat(owner: Any, messages: int) -> AgentChat:
     chat = AgentChat.objects.create(owner=owner, title="long")
+    said = None  # each message follows the one before: one branch
     for number in range(1, messages + 1):
         role = "user" if number % 2 else "assistant"
-        AgentMessage.objects.create(chat=chat, owner=owner, role=role, content=f"message {number}\nand its second line")
+        said = AgentMessage.objects.create(chat=chat, owner=owner, role=role, parent=said,
+                                           content=f"message {number}\nand its second line")
     return chat
 
 

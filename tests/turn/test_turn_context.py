@@ -22,9 +22,10 @@ MODEL = "openai:fake-gpt"
 
 def long_chat(owner: Any, messages: int) -> AgentChat:
     chat = AgentChat.objects.create(owner=owner, title="long")
+    said = None  # each message follows the one before: one branch
     for number in range(1, messages + 1):
         role = "user" if number % 2 else "assistant"
-        AgentMessage.objects.create(chat=chat, owner=owner, role=role, content=f"message {number}")
+        said = AgentMessage.objects.create(chat=chat, owner=owner, role=role, content=f"message {number}", parent=said)
     return chat
 
 

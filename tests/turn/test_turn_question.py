@@ -54,17 +54,21 @@ def test_the_history_is_what_came_before_the_question_and_never_what_came_after(
     with assistant_settings_with(MODEL="offline"):
         earlier = chat_send(user=alice, content="earlier question").run
     chat = AgentChat.objects.get(pk=earlier.chat_id)
-    AgentMessage.objects.create(chat=chat, owner=alice, role="assistant", content="earlier answer", run=earlier)
+    # Each message follows the one before it (sends find that end themselves).
+    answered = AgentMessage.objects.create(chat=chat, owner=alice, role="assistant", content="earlier answer",
+                                           run=earlier, parent=AgentMessage.objects.get(run=earlier, role="user"))
     AgentMessage.objects.create(chat=chat, owner=alice, role="summary", content="a summary", run=earlier)
     AgentRun.objects.filter(pk=earlier.pk).update(status="succeeded")
     deleted = AgentRun.objects.create(owner=alice, chat=chat, spec=chat.spec, config=earlier.config, status="failed")
-    AgentMessage.objects.create(chat=chat, owner=alice, role="user", content="asked in a deleted run", run=deleted)
+    AgentMessage.objects.create(chat=chat, owner=alice, role="user", content="asked in a deleted run", run=deleted,
+                                parent=answered)
     with assistant_settings_with(MODEL="offline"):
         run = chat_send(user=alice, content="this question", chat_id=chat.pk).run
     AgentRun.objects.filter(pk=run.pk).update(status="succeeded")
     with assistant_settings_with(MODEL="offline"):
         later = chat_send(user=alice, content="a later question", chat_id=chat.pk).run
-    AgentMessage.objects.create(chat=chat, owner=alice, role="assistant", content="a later answer", run=later)
+    AgentMessage.objects.create(chat=chat, owner=alice, role="assistant", content="a later answer", run=later,
+                                parent=AgentMessage.objects.get(run=later, role="user"))
     deleted.delete()
 
     history = chat_history(run)
