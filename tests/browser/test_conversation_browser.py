@@ -337,8 +337,10 @@ def test_a_new_chat_then_retry_and_copy_the_answer(
 
     assert page.locator("[data-retry]").count() == 1
     page.click("[data-retry]")
-    page.wait_for_function("document.querySelectorAll('.assistant-message.is-assistant:not(.is-draft)').length === 2")
-    assert page.locator(".assistant-message.is-user").count() == 2
+    # Answered again: the new answer is the second of two, the question is not sent again.
+    page.wait_for_function("[...document.querySelectorAll('.assistant-message.is-assistant .assistant-branch-place')]"
+                           ".some((node) => node.textContent === '2 / 2')")
+    assert page.locator(".assistant-message.is-user").count() == 1
     assert page.locator("[data-retry]").count() == 1  # only on the last answer
 
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])

@@ -285,12 +285,13 @@
     return sent;
   };
 
+  // Retry answers the last question again (`assistant.regenerate`): the answer it had stays, as a branch beside
+  // the new one (branches.js pages between them).
   Conversation.prototype.retryLast = function () {
     var users = this.thread.querySelectorAll(".assistant-message.is-user");
     var last = users[users.length - 1];
     if (!last || this.activeRun) return;
-    var message = this.messages[last.dataset.messageId];
-    this.sendText(message ? message.content : last.querySelector(".assistant-message-body").textContent);
+    this.send({ type: "assistant.regenerate", message_id: Number(last.dataset.messageId), request_id: requestId("again") });
   };
 
   Conversation.prototype.reload = function () {
@@ -350,6 +351,8 @@
     if (message.role === "assistant") node.appendChild(this.messageActions(message));
     // A question asked from a page says which object "this" was, as the assistant saw it then.
     if (message.role === "user" && message.about) node.appendChild(el("p", "assistant-message-about", "About: " + message.about));
+    // Editing a question, and paging between branches (branches.js).
+    if (this.decorateMessage) this.decorateMessage(node, message);
     return node;
   };
 
@@ -386,7 +389,8 @@
     if (!last || last.nextElementSibling && last.nextElementSibling.matches(".assistant-message.is-user")) return;
     var bar = last.querySelector(".assistant-message-actions");
     if (!bar) bar = last.appendChild(el("div", "assistant-message-actions"));
-    bar.appendChild(button("Retry", "assistant-icon-button", { "data-retry": "", "aria-label": "Retry the last message" }));
+    bar.appendChild(button("Retry", "assistant-icon-button",
+                           { "data-retry": "", "aria-label": "Answer again (this answer is kept as a branch)" }));
   };
 
   Conversation.prototype.run = function (runId, options) {
@@ -880,6 +884,8 @@
       case "assistant.page_context": return this.showPageContext ? this.showPageContext(event) : undefined;
       case "assistant.resync":  // events were lost or withheld: redraw this chat from the server's rows
         return this.catchUp();
+      case "assistant.thread_changed":  // another branch is read now (here or in another tab)
+        return this.threadChanged ? this.threadChanged(event) : undefined;
       default:
         break;
     }
@@ -945,6 +951,8 @@
       this.markCurrentChat();
       this.showComposer();
     }
+    // An edit, or a question answered again: the thread is cut where the new branch starts (branches.js).
+    if (this.followBranch && !this.followBranch(event)) return;
     this.bubble(event.message);
     this.run(event.run_id);
     // The agent's calls are not the person's to stop from a composer they do not have here.
@@ -975,6 +983,8 @@
       // Values the card's form sent that do not fit: said on the card, beside each field (approvals.js).
       if (this.restoreCard(event)) return undefined;
     }
+    if (kind === "edit" && this.editRefused) this.editRefused(event);
+    if (kind === "branch") this.branchLoading = false;
     if (kind === "send" && this.mySends[event.request_id] !== undefined) {
       // Refused (still working, too fast, too long): the text comes back rather than being lost.
       if (!this.input.value.trim()) this.input.value = this.mySends[event.request_id];
@@ -1011,7 +1021,11 @@
       if (self.thread.querySelector('.assistant-message[data-message-id="' + message.id + '"]')) return;
       if (message.role === "assistant") placeRun(message.run_id);
       fragment.appendChild(self.renderMessage(message));
-      if (message.role === "user") placeRun(message.run_id);
+      if (message.role === "user") {
+        placeRun(message.run_id);
+        // A run that answered it again, on this branch: the server names the question each run answers here.
+        Object.keys(runs).forEach(function (id) { if (runs[id].question_id === message.id) placeRun(Number(id)); });
+      }
     });
     return fragment;
   };
@@ -1060,6 +1074,7 @@
     this.refreshRetry();
     this.stick = true;
     this.thread.scrollTop = this.thread.scrollHeight;
+    if (this.focusBranch) this.focusBranch();  // a branch the person turned to: the focus back on its switcher
   };
 
   // A page of older history: prepended, and the person's view stays where it was.
@@ -1096,6 +1111,7 @@
     var item = target.closest(".assistant-message");
     if (target.hasAttribute("data-assistant-older")) return this.loadOlder();
     if (target.hasAttribute("data-retry")) return this.retryLast();
+    if (this.onBranchClick && this.onBranchClick(target, item)) return undefined;
     if (target.hasAttribute("data-plan-step-link") && this.showPlanStep) return this.showPlanStep(target);
     if (target.hasAttribute("data-copy") && item) return this.copy(item, target);
     if (target.hasAttribute("data-feedback") && item) return this.thumb(item, target.getAttribute("data-feedback"));
