@@ -62,9 +62,10 @@ class EvidenceAdminMixin:
 
 class AgentMessageInline(EvidenceAdminMixin, admin.TabularInline):
     model = AgentMessage
-    fields = ("created_at", "role", "content", "run")
+    # `parent`: the message each follows; messages with one parent are branches (an edit, an answer given again).
+    fields = ("created_at", "role", "content", "run", "parent")
     readonly_fields = ("created_at",)
-    raw_id_fields = ("run",)
+    raw_id_fields = ("run", "parent")
     extra = 0
     show_change_link = True
 
@@ -80,7 +81,8 @@ class AgentChatAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin
     search_fields = ("title", "owner__username")
     date_hierarchy = "updated_at"
     list_select_related = ("owner",)
-    raw_id_fields = ("owner",)
+    # `leaf`: where the branch its person reads ends (empty: at its newest message).
+    raw_id_fields = ("owner", "leaf")
     inlines = [AgentMessageInline]
 
     @admin.display(description="channel", ordering="channel")
@@ -256,7 +258,7 @@ class AgentMessageAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAd
     allowed_lookups = frozenset({"role__exact", "role__isnull"})
     search_fields = ("content", "owner__username")
     list_select_related = ("chat", "owner")
-    raw_id_fields = ("chat", "owner", "run")
+    raw_id_fields = ("chat", "owner", "run", "parent")
 
 
 @admin.register(AgentMemory)

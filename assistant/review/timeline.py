@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.live.markdown import render_markdown
+from assistant.live.threads import message_siblings, run_question
 from assistant.models import AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.offer import PLAN_TOOL
 from assistant.review.marks import Effect
@@ -217,6 +219,42 @@ class RunTimeline:
     #: Whose text the run read (its label, docs/security.md), in words, with the step that read it (None when
     #: no step of its own did: the page it was asked from, a recalled memory, the run that asked it).
     others_text: list[tuple[str, int | None]] = field(default_factory=list)
+    #: Where its question and its answer stand among their branches (assistant/live/threads.py), when they have
+    #: any: an edited question, an answer given again.
+    branches: list[RunBranch] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RunBranch:
+    """The run's question or answer among its siblings: `position` of `count`, and the runs of the others."""
+
+    what: str  # "question" or "answer"
+    position: int
+    count: int
+    other_runs: list[int]
+
+
+def run_branches(run: AgentRun) -> list[RunBranch]:
+    """Where a top run's question and answer stand among their branches; [] when neither has any."""
+    if run.parent_id is not None:
+        return []
+    question = run_question(run)
+    answer = run.messages.filter(role=AgentMessage.Role.ASSISTANT).order_by("id").first()
+    shown = [message for message in (question, answer) if message is not None]
+    kin = message_siblings(shown)
+    forks = {message.pk: kin[message.pk] for message in shown if len(kin.get(message.pk, [])) > 1}
+    if not forks:
+        return []
+    runs_of = dict(AgentMessage.objects.filter(pk__in=[i for ids in forks.values() for i in ids])
+                   .values_list("pk", "run_id"))
+    branches = []
+    for message in shown:
+        ids = forks.get(message.pk)
+        if ids is not None:
+            others = [runs_of[other] for other in ids if other != message.pk and runs_of.get(other)]
+            branches.append(RunBranch(what="question" if message.role == AgentMessage.Role.USER else "answer",
+                                      position=ids.index(message.pk) + 1, count=len(ids), other_runs=others))
+    return branches
 
 
 def _clip(text: str, limit: int) -> str:
@@ -370,8 +408,8 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
     if run.parent_id is not None:
         question = run.task
     else:
-        question = (run.messages.filter(role=AgentMessage.Role.USER).order_by("id")
-                    .values_list("content", flat=True).first()) or ""
+        asked = run_question(run)
+        question = asked.content if asked is not None else ""
     return RunTimeline(
         run=run, question=question, reply_html=render_markdown(run.reply) if run.reply else "",
         figures=figures[run.pk], steps=steps, span_ms=span_ms,
@@ -382,6 +420,7 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
         members=members, unplaced=unplaced,
         totals=_totals(run, below, figures, now) if below else None,
         plan=plans.get(run.pk), planned=bool(revisions), others_text=others_text_read(run),
+        branches=run_branches(run),
     )
 
 
@@ -421,10 +460,10 @@ def _totals(run: AgentRun, below: list[AgentRun], figures: dict[int, RunFigures]
 
 
 def with_question(runs: QuerySet[AgentRun]) -> QuerySet[AgentRun]:
-    """`runs`, each annotated with `question`: the person's message that started it."""
+    """`runs`, each annotated with `question`: the person's message that started it, or that it answers again."""
     first_user_message = (AgentMessage.objects.filter(run=OuterRef("pk"), role=AgentMessage.Role.USER)
                           .order_by("id").values("content")[:1])
-    return runs.annotate(question=Subquery(first_user_message))
+    return runs.annotate(question=Coalesce(Subquery(first_user_message), F("answers_again__content")))
 
 
 def other_recent_runs(run: AgentRun, limit: int = OTHER_RUNS_SHOWN) -> QuerySet[AgentRun]:
