@@ -114,8 +114,9 @@ class AgentMessage(models.Model):
     # The message this one follows in its thread: a question follows the answer before it (or a question left
     # unanswered), an answer its question. Messages with one parent are each other's branches: an edited
     # question beside the one it rewrote, an answer given again beside the earlier one. Null for a chat's first
-    # messages and for summaries, which are the assistant's notes, not part of a thread.
-    parent = models.ForeignKey("self", on_delete=models.CASCADE, null=True, blank=True, related_name="children")
+    # messages and for summaries, which are the assistant's notes, not part of a thread. A message whose parent was
+    # pruned (assistant/conversation/retention.py) starts the thread: older evidence going takes nothing newer.
+    parent = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="children")
     # For a summary: the id of the newest message folded into it, so it is reused until older turns grow.
     covers_through = models.BigIntegerField(null=True, blank=True)
     # Set when made, as auto_now_add would, but a reply may be given the moment its chat's activity was

@@ -130,3 +130,25 @@ def test_a_backlog_goes_in_small_batches_with_the_same_counts(history: dict[str,
                                               (1, "chat", "chats"), (1, "memory", "memories")]
     assert not AgentPlan.objects.exists()
     assert AgentRun.objects.get(pk=history["waiting"].pk).steps.count() == 1
+
+
+def test_pruning_the_old_part_of_a_chat_keeps_its_newer_messages_and_their_thread(alice: Any) -> None:
+    """A chat's messages follow each other (a tree): the old ones going takes none of the newer ones with them,
+    and the chat then reads from its oldest message kept."""
+    from assistant.live.selectors import chat_messages_page
+
+    chat = AgentChat.objects.create(owner=alice)
+    said = None
+    for days, words in ((200, "old"), (1, "new")):
+        run = AgentRun.objects.create(owner=alice, chat=chat, status="succeeded", reply="r")
+        for role in ("user", "assistant"):
+            said = AgentMessage.objects.create(chat=chat, owner=alice, role=role, content=f"{words} {role}", run=run,
+                                               parent=said)
+            _aged(AgentMessage, said.pk, days)
+        _aged(AgentRun, run.pk, days)
+    _aged(AgentChat, chat.pk, 200)
+
+    prune("--older-than", "90d")
+
+    assert [m.content for m in chat_messages_page(chat=chat).messages] == ["new user", "new assistant"]
+    assert AgentMessage.objects.get(content="new user").parent is None
