@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from assistant.channel_policies import PANEL
 from assistant.live.threads import thread_ids
@@ -72,7 +73,9 @@ def chats_list(*, user: Any, before: int | None = None, limit: int = 30) -> Chat
     chats = AgentChat.objects.for_user(user)
     rows = chats if before is None else _older_than(chats, "last_activity_at", before)
     newest = _shown_messages(OuterRef("pk")).order_by("-created_at", "-id").values("id")[:1]
-    page = list(rows.annotate(latest_message_id=Subquery(newest)).order_by("-last_activity_at", "-id")[: limit + 1])
+    # A chat's preview is the end of the branch its person reads (its newest message until they branch).
+    latest_id = Coalesce(F("leaf_id"), Subquery(newest))
+    page = list(rows.annotate(latest_message_id=latest_id).order_by("-last_activity_at", "-id")[: limit + 1])
     if before is not None and not page and not chats.filter(pk=before).exists():
         raise CursorNotFound(f"No chat {before!r}.")
     has_more = len(page) > limit
@@ -84,6 +87,9 @@ def chats_list(*, user: Any, before: int | None = None, limit: int = 30) -> Chat
 
 
 def chat_latest_message(*, chat: AgentChat) -> AgentMessage | None:
+    """The end of the branch the person reads: its newest message until they branch."""
+    if chat.leaf_id is not None:
+        return AgentMessage.objects.filter(pk=chat.leaf_id).first()
     return _shown_messages(chat.pk).order_by("-created_at", "-id").first()
 
 

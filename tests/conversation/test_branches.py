@@ -88,6 +88,8 @@ def test_editing_the_first_and_a_middle_message_starts_branches_that_keep_the_ol
         # Back to the first version of the first message: the branch as it was left, to its end.
         await tab.send_json_to({"type": "assistant.branch", "message_id": first["message"]["id"], "request_id": "b"})
         seen["turned"] = (await receive_until(tab, lambda event: event.get("request_id") == "b", timeout=10))[-1]
+        await tab.send_json_to({"type": "assistant.chats", "request_id": "list"})
+        seen["listed"] = (await receive_until(tab, lambda event: event.get("request_id") == "list", timeout=10))[-1]
         await tab.disconnect()
         # A new tab (a reload) reads the branch the person chose.
         again = await database_sync_to_async(connect)(alice)
@@ -132,6 +134,8 @@ def test_editing_the_first_and_a_middle_message_starts_branches_that_keep_the_ol
     by_question = {run["question_id"]: run for run in turned["runs"] if run["parent_run_id"] is None}
     assert [s["tool_name"] for s in by_question[first_id]["steps"] if s["kind"] == "tool_call"] == ["test_flash"]
     assert _said(seen["reloaded"]) == _said(turned)
+    # The list of chats previews the branch read, not the newest message of another.
+    assert [chat["preview"] for chat in seen["listed"]["chats"]] == ["Answer two, edited."]
     assert AgentChat.objects.get(owner=alice).leaf_id == turned["messages"][-1]["id"]
 
 
