@@ -32,7 +32,7 @@ from assistant.live.payloads import (
     run_event,
 )
 from assistant.live.selectors import NotFound, run_pending_confirmation
-from assistant.live.threads import THREAD_ROLES, branch_payloads, chat_leaf_id, newest_below
+from assistant.live.threads import THREAD_ROLES, branch_payloads, newest_below, thread_end
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context
 from assistant.plans.offer import PLAN_TOOL
@@ -123,7 +123,8 @@ def chat_send(
     # NO KEY UPDATE: a second send, a rename or a delete waits for this one, but a worker adding its reply
     # to the chat (a key-share lock on it) while it holds its run's row does not: with a plain FOR UPDATE
     # here, that worker and this send (which goes on to lock the chat's active run) waited on each other.
-    chats = AgentChat.objects.for_user(user).select_for_update(no_key=True)
+    # With the end of the branch its person reads, which the message follows: read with the chat, not after it.
+    chats = AgentChat.objects.for_user(user).select_for_update(no_key=True).annotate(thread_end=thread_end())
     if chat_id is not None:
         chat = chats.filter(pk=chat_id).first()
         if chat is None:
@@ -145,7 +146,7 @@ def chat_send(
         _supersede_waiting(chat)
         if not chat.title:
             chat.title = readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS)
-        follows = edited.parent_id if edited is not None else chat_leaf_id(chat)
+        follows = edited.parent_id if edited is not None else chat.thread_end
 
     config = run_config(spec=chat.spec)
     if seen is not None:
