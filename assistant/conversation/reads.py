@@ -68,7 +68,8 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
     plans = selectors.runs_plans(run_ids=[r.pk for r in (run, *members)] if run is not None else [])
     # The newest page ends with the chat's newest message: no second look for the chat's preview.
     latest = {"latest": page.messages[-1] if page.messages else None} if before is None else {}
-    branches = branch_payloads(page.messages)
+    # A chat its person never branched (no leaf) has no branches to look for.
+    branches = branch_payloads(page.messages) if chat.leaf_id is not None else {}
     state = {
         "type": event_names.MESSAGES_LOADED,
         "chat": chat_payload(chat, **latest),

@@ -21,7 +21,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from assistant.live.markdown import render_markdown
-from assistant.live.threads import message_siblings, run_question
+from assistant.live.threads import message_siblings
 from assistant.models import AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.offer import PLAN_TOOL
 from assistant.review.marks import Effect
@@ -234,12 +234,22 @@ class RunBranch:
     other_runs: list[int]
 
 
-def run_branches(run: AgentRun) -> list[RunBranch]:
-    """Where a top run's question and answer stand among their branches; [] when neither has any."""
-    if run.parent_id is not None:
+def _exchange(run: AgentRun) -> tuple[AgentMessage | None, AgentMessage | None]:
+    """A top run's question (the person's message that opened it, or the one it answers again) and its answer:
+    one query."""
+    rows = list(AgentMessage.objects.filter(Q(run_id=run.pk) | Q(pk=run.answers_again_id))
+                .exclude(role=AgentMessage.Role.SUMMARY).order_by("id"))
+    asked = [row for row in rows if row.role == AgentMessage.Role.USER]
+    question = next((row for row in asked if row.pk == run.answers_again_id), asked[0] if asked else None)
+    answer = next((row for row in rows if row.role == AgentMessage.Role.ASSISTANT and row.run_id == run.pk), None)
+    return question, answer
+
+
+def run_branches(run: AgentRun, question: AgentMessage | None, answer: AgentMessage | None) -> list[RunBranch]:
+    """Where a top run's question and answer stand among their branches; [] when neither has any (a chat its
+    person never branched has none: no query)."""
+    if run.parent_id is not None or run.chat.leaf_id is None:
         return []
-    question = run_question(run)
-    answer = run.messages.filter(role=AgentMessage.Role.ASSISTANT).order_by("id").first()
     shown = [message for message in (question, answer) if message is not None]
     kin = message_siblings(shown)
     forks = {message.pk: kin[message.pk] for message in shown if len(kin.get(message.pk, [])) > 1}
@@ -405,11 +415,8 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
 
     built = {run.pk}
     steps, members, unplaced = members_of(run, 1)
-    if run.parent_id is not None:
-        question = run.task
-    else:
-        asked = run_question(run)
-        question = asked.content if asked is not None else ""
+    asked, answer = _exchange(run) if run.parent_id is None else (None, None)
+    question = run.task if run.parent_id is not None else asked.content if asked is not None else ""
     return RunTimeline(
         run=run, question=question, reply_html=render_markdown(run.reply) if run.reply else "",
         figures=figures[run.pk], steps=steps, span_ms=span_ms,
@@ -420,7 +427,7 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
         members=members, unplaced=unplaced,
         totals=_totals(run, below, figures, now) if below else None,
         plan=plans.get(run.pk), planned=bool(revisions), others_text=others_text_read(run),
-        branches=run_branches(run),
+        branches=run_branches(run, asked, answer),
     )
 
 
