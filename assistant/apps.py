@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.contrib.auth.signals import user_logged_out
+from django.db.models.signals import post_delete
 
 
 class AssistantConfig(AppConfig):
@@ -13,6 +14,7 @@ class AssistantConfig(AppConfig):
         # Imported once the app registry is ready: each of these imports the models, which Django refuses to load
         # while it is still importing the apps' configs (this module among them).
         from assistant import checks  # noqa: F401  (registers the system checks)
+        from assistant.attachments.store import on_attachment_deleted
         from assistant.conversation.services import on_user_logged_out
         from assistant.society import checks as society_checks  # noqa: F401  (registers the members' checks)
         from assistant.tasks import worker_queue_connect_celery
@@ -25,3 +27,6 @@ class AssistantConfig(AppConfig):
 
         # Logging out ends what that session's runs were doing and closes its sockets at once.
         user_logged_out.connect(on_user_logged_out, dispatch_uid="assistant.session_ended_on_logout")
+        # A file's content goes with its row, however the row goes (its message pruned, its person deleted).
+        post_delete.connect(on_attachment_deleted, sender="assistant.AgentAttachment",
+                            dispatch_uid="assistant.attachment_content_deleted")

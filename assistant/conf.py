@@ -56,6 +56,16 @@ DEFAULTS: dict[str, Any] = {
     "PAGE_LAYOUT": None,
     # Tools: a string argument with no declared maximum (e.g. a text area) is capped at this length.
     "MAX_ARGUMENT_CHARS": 10_000,
+    # Files the person attaches to a message (assistant/attachments/): the largest accepted, in bytes; the types
+    # accepted (as their content says, whatever their name claims); how many one message carries; and how much of
+    # a text file's content the model reads.
+    "ATTACHMENT_MAX_BYTES": 10 * 1024 * 1024,
+    "ATTACHMENT_TYPES": [
+        "text/plain", "text/csv", "text/markdown", "text/html", "application/json", "application/pdf",
+        "image/png", "image/jpeg", "image/gif", "image/webp",
+    ],
+    "ATTACHMENTS_PER_MESSAGE": 5,
+    "ATTACHMENT_TEXT_CHARS": 20_000,
     # Named specs: which tools each may use ("__all__" or a list of names) and its permission profile
     # (restricted / standard / trusted), and as members of a society its role, instructions, model, limits
     # and delegates (assistant/society/members.py). A spec not listed here, if it is SPEC, sees every tool.

@@ -176,9 +176,13 @@ class AssistantConsumer(AsyncJsonWebsocketConsumer):
         edit_of = frame_id(content, "edit_of", required=False)  # the person's earlier message this one rewrites
         if edit_of is not None and new_chat:
             raise BadRequest("bad_request", 'An edit ("edit_of") stays in its own chat: leave out "new_chat".')
+        attachments = content.get("attachments", [])  # ids of files uploaded for this message
+        if not isinstance(attachments, list) or not all(
+                isinstance(each, int) and not isinstance(each, bool) and each > 0 for each in attachments):
+            raise BadRequest("bad_request", '"attachments" must be a list of attachment ids.')
         await self._stored(chat_send_from_socket, self.user, content=text, chat_id=chat_id, new_chat=new_chat,
                            request_id=content.get("request_id"), sent_from=self.sent_from, page=content.get("page"),
-                           edit_of=edit_of)
+                           edit_of=edit_of, attachments=attachments)
 
     async def on_regenerate(self, content: dict[str, Any]) -> None:
         message_id = frame_id(content, "message_id", required=True)  # the person's message to answer again

@@ -3,6 +3,7 @@ code outside the admin reads them."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import Any
 
@@ -48,6 +49,12 @@ class ChatPartQuerySet(OwnedQuerySet):
 
     deleted_path = "chat__deleted_at"
     channel_path = "chat__channel"
+
+
+class AttachmentQuerySet(OwnedQuerySet):
+    """Attachments: gone for their person with the chat they were sent in (one not sent yet has none)."""
+
+    deleted_path = "message__chat__deleted_at"
 
 
 class StepQuerySet(OwnedQuerySet):
@@ -454,6 +461,41 @@ class AgentPlan(models.Model):
 
     def __str__(self) -> str:
         return f"Plan of run {self.run_id}, revision {self.revision}"
+
+
+def _attachment_path(attachment: AgentAttachment, filename: str) -> str:
+    # A random folder per file: its address says nothing of whose it is or what it is called.
+    return f"assistant/attachments/{uuid.uuid4().hex}/{filename}"
+
+
+class AgentAttachment(models.Model):
+    """A file the person gave the assistant (assistant/attachments/): theirs alone, sent with one of their messages.
+
+    Uploaded before it is sent (`message` empty until then); sent, it belongs to that message and its chat. Its
+    content goes when the chat is deleted or the evidence pruned; the row (its name, type and size) stays with the
+    chat's other evidence for staff."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_attachments")
+    message = models.ForeignKey(AgentMessage, on_delete=models.CASCADE, null=True, blank=True,
+                                related_name="attachments")
+    file = models.FileField(upload_to=_attachment_path, max_length=300, blank=True)
+    # The name the person's file had (made safe to show), its type as the content says, and its size in bytes.
+    name = models.CharField(max_length=255)
+    content_type = models.CharField(max_length=100)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # When its content was deleted (its chat deleted by its person, or pruned): the row is what is left.
+    removed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AttachmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="attachment_owner_recent")]
+
+    def __str__(self) -> str:
+        return self.name
 
 
 class AgentMemory(models.Model):

@@ -18,6 +18,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("memories/", views.memories_page, name="memories"),
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
     path("memories/clear/", views.memories_clear_view, name="memories_clear"),
+    path("attachments/", views.attachment_upload_view, name="attachments"),
+    path("attachments/<int:attachment_id>/", views.attachment_file_view, name="attachment"),
     # Public, unlike the pages above: load balancers and uptime checks ask it without signing in.
     path("healthz", health.healthz, name="healthz"),
 ]

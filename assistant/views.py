@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ImproperlyConfigured
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.template import TemplateDoesNotExist, engines
 from django.template.backends.django import DjangoTemplates
@@ -17,6 +17,15 @@ from django.urls import reverse
 from django.utils.text import Truncator
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
+from assistant.attachments.store import (
+    AttachmentRefused,
+    attachment_get,
+    attachment_payload,
+    attachment_store,
+    is_image,
+    is_text,
+    refuse_declared_size,
+)
 from assistant.conf import assistant_settings
 from assistant.context_processors import model_label
 from assistant.memory.store import MemoryNotFound, memories_clear, memories_list, memory_delete
@@ -173,3 +182,37 @@ def _django_engine() -> Any:
         if isinstance(engine, DjangoTemplates):
             return engine
     raise ImproperlyConfigured('ASSISTANT["PAGE_LAYOUT"] needs the Django template engine in TEMPLATES.')
+
+
+@require_POST
+def attachment_upload_view(request: HttpRequest) -> JsonResponse:
+    """Take a file the person will send with their next message (multipart field `file`): 201 with the
+    attachment, or the refusal in words (400, 413, 415) with nothing stored. Signed-in people only; CSRF-checked
+    as any form of the site."""
+    if not request.user.is_authenticated:
+        return JsonResponse({"error": "not_signed_in", "message": "Sign in to attach files."}, status=403)
+    try:
+        # Before the body is read: an upload far over the limit is refused without being taken in.
+        refuse_declared_size(request.META.get("CONTENT_LENGTH"))
+        attachment = attachment_store(user=request.user, upload=request.FILES.get("file"))
+    except AttachmentRefused as refused:
+        return JsonResponse({"error": refused.code, "message": refused.message}, status=refused.status)
+    return JsonResponse({"attachment": attachment_payload(attachment)}, status=201)
+
+
+@login_required
+@require_safe
+def attachment_file_view(request: HttpRequest, attachment_id: int) -> FileResponse:
+    """The person's own attachment, to them alone (anyone else's is as missing). A picture opens in the browser;
+    anything else downloads, and nothing is ever rendered as a page of this site (HTML comes back as text)."""
+    attachment = attachment_get(user=request.user, attachment_id=attachment_id)
+    if attachment is None:
+        raise Http404("No such attachment.")
+    shown_inline = is_image(attachment)
+    response = FileResponse(attachment.file.open("rb"), as_attachment=not shown_inline, filename=attachment.name,
+                            content_type=attachment.content_type if shown_inline else
+                            ("text/plain; charset=utf-8" if is_text(attachment) else "application/octet-stream"))
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'; img-src 'self'"
+    response["Cache-Control"] = "private, no-store"
+    return response

@@ -300,6 +300,9 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = STATIC_ROOT is None
+# Uploaded files: the files people attach to their messages to the assistant (under assistant/attachments/),
+# never served from here: the assistant hands each to its owner alone.
+MEDIA_ROOT = os.environ.get("MEDIA_ROOT") or str(DATA_DIR / "media")
 
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = _env_bool("DJANGO_SECURE_COOKIES", False)

@@ -20,6 +20,7 @@ from assistant.access.authority import (
     session_group,
 )
 from assistant.access.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
+from assistant.attachments.store import attachment_payload, attachments_remove_content
 from assistant.channel_policies import PANEL, channel_policy
 from assistant.conf import assistant_settings
 from assistant.infra import event_names
@@ -33,7 +34,7 @@ from assistant.live.payloads import (
 )
 from assistant.live.selectors import NotFound, run_pending_confirmation
 from assistant.live.threads import THREAD_ROLES, branch_payloads, newest_below, thread_end
-from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.models import AgentAttachment, AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
@@ -84,6 +85,7 @@ class Sent:
 def chat_send(
     *, user: Any, content: str, chat_id: int | None = None, new_chat: bool = False, request_id: Any = None,
     sent_from: SentFrom | None = None, page: str | None = None, edit_of: int | None = None,
+    attachments: list[int] | None = None,
 ) -> Sent:
     """Store the person's message and a queued run, and start the run after commit. `request_id`, if the
     client sent one, is echoed on the `assistant.sent` event so the sender can match it to its run.
@@ -102,10 +104,17 @@ def chat_send(
     The message follows the last message of the branch the person reads (assistant/live/threads.py). With
     `edit_of`, the id of one of the person's earlier messages, it is that message rewritten: a branch beside it,
     which the person then reads; the branch it came from is kept as it is, and nothing it did is undone.
+
+    `attachments`: ids of files the person uploaded for this message (assistant/attachments/), theirs and not
+    sent yet; with them the text may be empty.
     """
     text = (content or "").strip()
-    if not readable_text(text, multiline=True):  # only invisible characters is as empty as nothing
+    attachments = list(dict.fromkeys(attachments or []))
+    if not attachments and not readable_text(text, multiline=True):  # only invisible characters is nothing
         raise Refused("empty_message", "Type a message first.")
+    if len(attachments) > assistant_settings.ATTACHMENTS_PER_MESSAGE:
+        raise Refused("too_many_attachments", f"A message carries at most "
+                                              f"{assistant_settings.ATTACHMENTS_PER_MESSAGE} files.")
     limit = assistant_settings.MAX_MESSAGE_CHARS
     if len(text) > limit:
         raise Refused("message_too_long", f"Messages are limited to {limit} characters; this one has {len(text)}.")
@@ -133,6 +142,7 @@ def chat_send(
     else:
         # The person's current chat is one they talk in: a chat of their agent's calls never is.
         chat = None if new_chat else chats.filter(channel=PANEL.value).order_by("-updated_at", "-id").first()
+    given = _unsent_attachments(user, attachments)
     # The message's time, and so its chat's newest activity.
     now = timezone.now()
     made = chat is None
@@ -140,12 +150,12 @@ def chat_send(
         # A chat made now has no runs to wait for, and takes its title from this first message (as a title
         # the person typed would be kept: see assistant/infra/text.py); its newest activity is this message.
         chat = AgentChat(owner=user, spec=assistant_settings.SPEC, last_activity_at=now,
-                         title=readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS))
+                         title=readable_text(text or given[0].name, max_chars=TITLE_FROM_MESSAGE_CHARS))
         follows = None
     else:
         _supersede_waiting(chat)
         if not chat.title:
-            chat.title = readable_text(text, max_chars=TITLE_FROM_MESSAGE_CHARS)
+            chat.title = readable_text(text or given[0].name, max_chars=TITLE_FROM_MESSAGE_CHARS)
         follows = edited.parent_id if edited is not None else chat.thread_end
 
     config = run_config(spec=chat.spec)
@@ -155,6 +165,8 @@ def chat_send(
     message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now,
                            parent_id=follows)
     _write_within_the_rate(user, since, inserts=[chat, run, message] if made else [run, message])
+    if given:
+        AgentAttachment.objects.filter(pk__in=[each.pk for each in given]).update(message=message)
     if not made:
         # Marks it the person's current chat (updated_at), and its newest activity is this message. A chat the
         # person has branched reads on through this message (a chat never branched needs no leaf: its newest).
@@ -164,7 +176,8 @@ def chat_send(
             chat.leaf = message
         chat.save(update_fields=["title", "updated_at", "last_activity_at", *(["leaf"] if branched else [])])
     branch = branch_payloads([message]).get(message.pk) if edited is not None else None
-    return _start(Sent(chat=chat, message=message, run=run), text, request_id=request_id, branch=branch)
+    return _start(Sent(chat=chat, message=message, run=run), text, request_id=request_id, branch=branch,
+                  attachments=[attachment_payload(each) for each in given])
 
 
 @transaction.atomic
@@ -213,6 +226,19 @@ def chat_branch(*, user: Any, message_id: int) -> AgentChat:
     chat.save(update_fields=["leaf"])
     publish_to_user(user.pk, {"type": event_names.THREAD_CHANGED, "chat_id": chat.pk, "leaf_id": chat.leaf_id})
     return chat
+
+
+def _unsent_attachments(user: Any, ids: list[int]) -> list[AgentAttachment]:
+    """The person's own attachments `ids`, locked for this send: each uploaded, kept and not sent with another
+    message (two tabs sending one file: the second finds it sent). Another person's is as missing."""
+    if not ids:
+        return []
+    found = {each.pk: each for each in AgentAttachment.objects.for_user(user).select_for_update(of=("self",))
+             .filter(pk__in=ids, message__isnull=True, removed_at__isnull=True)}
+    missing = [each for each in ids if each not in found]
+    if missing:
+        raise NotFound(f"No attachment {missing[0]!r} to send: it is not yours, or was sent already.")
+    return [found[each] for each in ids]
 
 
 def _own_question(user: Any, message_id: Any) -> AgentMessage:
@@ -541,6 +567,8 @@ def chat_delete(*, user: Any, chat_id: int) -> AgentChat:
         _cancel(active)
     chat.deleted_at = timezone.now()
     chat.save(update_fields=["deleted_at"])
+    # The files sent in it are the person's, not evidence: their content goes now (their names stay for staff).
+    attachments_remove_content(AgentAttachment.objects.filter(message__chat=chat))
     publish_to_user(user.pk, {"type": event_names.CHAT_DELETED, "chat_id": chat.pk})
     return chat
 

@@ -21,8 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 def chat_send_from_socket(user: Any, *, content: str, chat_id: int | None, new_chat: bool, request_id: Any,
-                          sent_from: SentFrom | None, page: str | None = None,
-                          edit_of: int | None = None) -> dict[str, Any] | None:
+                          sent_from: SentFrom | None, page: str | None = None, edit_of: int | None = None,
+                          attachments: list[int] | None = None) -> dict[str, Any] | None:
     """Store the message and its queued run, then start the run and announce it (services.chat_send).
 
     When the rows are stored but Redis refuses what follows the commit (starting the run, announcing
@@ -31,7 +31,7 @@ def chat_send_from_socket(user: Any, *, content: str, chat_id: int | None, new_c
     """
     return _stored_from_socket(user, sent_from, request_id, lambda: services.chat_send(
         user=user, content=content, chat_id=chat_id, new_chat=new_chat, request_id=request_id, sent_from=sent_from,
-        page=page, edit_of=edit_of))
+        page=page, edit_of=edit_of, attachments=attachments))
 
 
 def chat_regenerate_from_socket(user: Any, *, message_id: int, request_id: Any,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from assistant.attachments.store import attachment_payload
 from assistant.channel_policies import channel_policy
 from assistant.live.events import QUIET
 from assistant.live.markdown import render_markdown
@@ -38,11 +39,13 @@ def chat_payload(chat: AgentChat, *, latest: AgentMessage | None = _LOOK_UP) -> 
     }
 
 
-def message_payload(message: AgentMessage, branch: dict[str, Any] | None = None) -> dict[str, Any]:
+def message_payload(message: AgentMessage, branch: dict[str, Any] | None = None,
+                    attachments: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A message; a reply also carries its Markdown as safe HTML and the person's feedback on its run
     (load messages with `select_related("run")`: the feedback is read from the run). `branch`: its place among
     its siblings and what the other branches did (assistant/live/threads.py `branch_payloads`), for a message
-    that has any."""
+    that has any. `attachments`: the files sent with it as payloads; without them, those prefetched with it
+    (`prefetch_related("attachments")`), else none."""
     is_reply = message.role == AgentMessage.Role.ASSISTANT
     return {
         "id": message.pk, "chat_id": message.chat_id, "role": message.role, "content": message.content,
@@ -53,7 +56,13 @@ def message_payload(message: AgentMessage, branch: dict[str, Any] | None = None)
         # A reply a member wrote itself (a handoff): the member, which the thread names beside it.
         "member": message.member or None,
         "branch": branch,
+        "attachments": attachments if attachments is not None else _prefetched_attachments(message),
     }
+
+
+def _prefetched_attachments(message: AgentMessage) -> list[dict[str, Any]]:
+    prefetched = getattr(message, "_prefetched_objects_cache", {}).get("attachments")
+    return [attachment_payload(each) for each in prefetched] if prefetched is not None else []
 
 
 def _asked_about(message: AgentMessage) -> str | None:

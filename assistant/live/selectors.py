@@ -124,7 +124,8 @@ def chat_messages_page(
         ids = ids[: ids.index(before)]
     has_more = len(ids) > limit
     # The run comes along: a reply's payload carries the feedback stored on it.
-    messages = list(AgentMessage.objects.filter(pk__in=ids[-limit:]).select_related("run").order_by("id"))
+    messages = list(AgentMessage.objects.filter(pk__in=ids[-limit:]).select_related("run")
+                    .prefetch_related("attachments").order_by("id"))
     if not with_steps:
         return MessagesPage(messages=messages, has_more=has_more)
     answered_by = _answering_runs(messages)

@@ -104,18 +104,18 @@ def run_open(*, spec: str, config: dict[str, Any], channel: str = PANEL.value, s
 
 
 def run_sent_announce(run: AgentRun, chat: AgentChat, message: AgentMessage, *, branch: dict[str, Any] | None = None,
-                      **extra: Any) -> None:
+                      attachments: list[dict[str, Any]] | None = None, **extra: Any) -> None:
     """Announce a run just opened with the person's message (`assistant.sent`); `branch`: the message's place
-    among its branches (an edit); `extra`: a send's `request_id`, and `answers_again` for a run that answers the
-    message again."""
-    publish_to_user(run.owner_id, sent_event(run, chat, message, branch=branch, **extra))
+    among its branches (an edit); `attachments`: the files sent with it, as payloads; `extra`: a send's
+    `request_id`, and `answers_again` for a run that answers the message again."""
+    publish_to_user(run.owner_id, sent_event(run, chat, message, branch=branch, attachments=attachments, **extra))
 
 
 def sent_event(run: AgentRun, chat: AgentChat, message: AgentMessage, *, branch: dict[str, Any] | None = None,
-               **extra: Any) -> dict[str, Any]:
+               attachments: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
     """`assistant.sent`: the chat, the person's message and the run that answers it."""
     return run_event(event_names.SENT, run, chat=chat_payload(chat, latest=message),
-                     message=message_payload(message, branch), run=run_payload(run), **extra)
+                     message=message_payload(message, branch, attachments), run=run_payload(run), **extra)
 
 
 class DelegationRefused(Exception):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.middleware.csrf import get_token
 
 from assistant.context_processors import model_label
 from assistant.panel_links import PanelLink, panel_links
@@ -24,7 +25,9 @@ def assistant_dock(context: template.Context) -> dict[str, Any]:
     request = context.get("request")
     user = getattr(request, "user", None) or context.get("user")
     show = bool(getattr(user, "is_authenticated", False)) and not context.get(FULL_PAGE_FLAG)
-    return {"show_dock": show, **(model_label() if show else {})}
+    # The site's CSRF token, for what the panel posts (the files it uploads).
+    token = {"csrf_token": get_token(request)} if show and request is not None else {}
+    return {"show_dock": show, **token, **(model_label() if show else {})}
 
 
 @register.simple_tag

@@ -414,7 +414,7 @@ def test_a_page_with_steps_is_a_fixed_number_of_queries_however_many_runs(
                                              parent=question)
         for seq in (1, 2, 3):
             AgentStep.objects.create(run=run, seq=seq, kind="model_call")
-    with django_assert_num_queries(4):  # the branch, its messages, runs, steps
+    with django_assert_num_queries(5):  # the branch, its messages and their attachments, runs, steps
         page = selectors.chat_messages_page(chat=chat, limit=20, with_steps=True)
     assert len(page.runs) == 10 and all(len(page.steps[run.pk]) == 3 for run in page.runs)
 

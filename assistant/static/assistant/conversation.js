@@ -151,6 +151,7 @@
     window.addEventListener("offline", function () { self.wentOffline(); });
     this.setUpChats();
     if (this.setUpPage) this.setUpPage();
+    if (this.setUpAttachments) this.setUpAttachments();
     setInterval(function () { self.refreshTimes(); }, 60000);
     this.connect();
   }
@@ -268,13 +269,17 @@
       return;
     }
     var text = this.input.value.trim();
-    if (!text) return;
-    if (this.sendText(text)) this.input.value = "";
+    // Files waiting above the message box go with it (attachments.js); one still uploading holds the send.
+    var files = this.attachmentsForSend ? this.attachmentsForSend() : [];
+    if (files === null) { this.setStatus("Your files are still uploading; send once they are ready.", ""); return; }
+    if (!text && !files.length) return;
+    if (this.sendText(text, files)) this.input.value = "";
   };
 
-  Conversation.prototype.sendText = function (text) {
+  Conversation.prototype.sendText = function (text, files) {
     var id = requestId("send");
     var event = { type: "assistant.send", content: text, request_id: id };
+    if (files && files.length) event.attachments = files;
     if (this.newChat) event.new_chat = true;
     else if (this.chatId !== null) event.chat_id = this.chatId;
     var page = this.pageForSend ? this.pageForSend() : null;
@@ -351,7 +356,8 @@
     if (message.role === "assistant") node.appendChild(this.messageActions(message));
     // A question asked from a page says which object "this" was, as the assistant saw it then.
     if (message.role === "user" && message.about) node.appendChild(el("p", "assistant-message-about", "About: " + message.about));
-    // Editing a question, and paging between branches (branches.js).
+    // The files sent with it (attachments.js); editing a question, and paging between branches (branches.js).
+    if (this.showAttachments) this.showAttachments(node, message);
     if (this.decorateMessage) this.decorateMessage(node, message);
     return node;
   };
@@ -937,6 +943,7 @@
     if (event.chat) this.chatUpdated(event.chat, true);
     var mine = this.mySends[event.request_id] !== undefined;
     delete this.mySends[event.request_id];
+    if (mine && event.message && (event.message.attachments || []).length && this.attachmentsSent) this.attachmentsSent();
     if (event.chat_id !== this.chatId) {
       // Another tab's message in another chat stays there; this tab's own send (or a first chat) is followed.
       // A call of the person's own agent is news in the list only: it never takes them from where they are.
