@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import datetime
+import io
 from typing import Any, cast
 
 from django import forms
@@ -136,3 +139,69 @@ class CommentForm(_ReadableTextMixin, forms.ModelForm):
         fields = ["body"]
         labels = {"body": "Comment"}
         widgets = {"body": forms.Textarea(attrs={"rows": 2})}
+
+
+# At most this many rows in one import: a spreadsheet of a project's tasks, not a database dump.
+IMPORT_ROWS_MAX = 200
+IMPORT_PRIORITIES = {"low": Task.Priority.LOW, "normal": Task.Priority.NORMAL, "high": Task.Priority.HIGH,
+                     "1": Task.Priority.LOW, "2": Task.Priority.NORMAL, "3": Task.Priority.HIGH, "": None}
+
+
+class TaskImportForm(forms.Form):
+    """Tasks from a CSV file: a header row naming its columns (`title`, and optionally `priority`, `due_date`,
+    `description`), then one task per row. Every row is checked before any task is made: one bad row refuses the
+    file, saying which row and why."""
+
+    file = forms.FileField(
+        label="CSV file",
+        help_text="A header row with a title column; priority (low, normal, high), due_date (YYYY-MM-DD) and "
+                  "description are optional. One task per row.",
+    )
+
+    def clean_file(self) -> list[dict[str, Any]]:
+        upload = self.cleaned_data["file"]
+        try:
+            text = upload.read().decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The file is not text in UTF-8: save it as a CSV (UTF-8).") from None
+        rows = list(csv.DictReader(io.StringIO(text)))
+        header = {(name or "").strip().lower() for name in (rows[0].keys() if rows else [])}
+        if "title" not in header:
+            raise forms.ValidationError("The first row must name the columns, one of them “title”.")
+        if not rows:
+            raise forms.ValidationError("The file has no tasks: one task per row under the header.")
+        if len(rows) > IMPORT_ROWS_MAX:
+            raise forms.ValidationError(f"At most {IMPORT_ROWS_MAX} tasks at once; this file has {len(rows)}.")
+        tasks, problems = [], []
+        for number, row in enumerate(rows, start=2):
+            values = {(key or "").strip().lower(): (value or "").strip() for key, value in row.items()
+                      if isinstance(value, str)}
+            task, problem = self._task(values)
+            if problem:
+                problems.append(f"row {number}: {problem}")
+            else:
+                tasks.append(task)
+        if problems:
+            raise forms.ValidationError("; ".join(problems[:5]) + ("; …" if len(problems) > 5 else ""))
+        return tasks
+
+    @staticmethod
+    def _task(values: dict[str, str]) -> tuple[dict[str, Any], str]:
+        title = readable_text(values.get("title", ""))
+        if not title:
+            return {}, "no title"
+        if len(title) > 200:
+            return {}, "the title is longer than 200 characters"
+        priority = IMPORT_PRIORITIES.get(values.get("priority", "").lower(), "unknown")
+        if priority == "unknown":
+            return {}, f"priority “{values['priority']}” is not low, normal or high"
+        due = values.get("due_date", "")
+        try:
+            due_date = datetime.date.fromisoformat(due) if due else None
+        except ValueError:
+            return {}, f"due_date “{due}” is not a date (YYYY-MM-DD)"
+        task: dict[str, Any] = {"title": title, "due_date": due_date,
+                                "description": values.get("description", "")[:5000]}
+        if priority is not None:
+            task["priority"] = priority
+        return task, ""

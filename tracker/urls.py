@@ -14,6 +14,7 @@ urlpatterns = [
     path("projects/<int:pk>/archive/", views.project_archive, name="project_archive"),
     path("projects/<int:pk>/delete/", views.ProjectDeleteView.as_view(), name="project_delete"),
     path("projects/<int:pk>/stats.json", views.project_stats, name="project_stats"),
+    path("projects/<int:pk>/import/", views.TaskImportView.as_view(), name="project_import"),
     path("tasks/", views.TaskListView.as_view(), name="task_list"),
     path("tasks/new/", views.TaskCreateView.as_view(), name="task_create"),
     path("tasks/<int:pk>/", views.TaskDetailView.as_view(), name="task_detail"),

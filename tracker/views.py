@@ -19,12 +19,19 @@ from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
-from django.views.generic import CreateView, DeleteView, DetailView, ListView, UpdateView
+from django.views.generic import CreateView, DeleteView, DetailView, FormView, ListView, UpdateView
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from assistant.tools import shows, tool
-from tracker.forms import CommentForm, ProjectArchiveForm, ProjectForm, TaskForm, TaskUpdateForm
+from tracker.forms import (
+    CommentForm,
+    ProjectArchiveForm,
+    ProjectForm,
+    TaskForm,
+    TaskImportForm,
+    TaskUpdateForm,
+)
 from tracker.models import Project, Task, TaskQuerySet
 
 
@@ -264,6 +271,39 @@ class TaskCreateView(LoginRequiredMixin, CreateView):
         response = super().form_valid(form)
         messages.success(self.request, f"Task “{form.instance.title}” added to {form.instance.project.name}.")
         return response
+
+
+@tool(
+    name="tracker_tasks_import",
+    description="Add tasks to one of your active projects from a CSV file (one task per row: a title, and "
+    "optionally priority, due_date and description). Give the project's id and the id of the CSV file the "
+    "person attached to their message.",
+    descriptions={"pk": "Id of the project."},
+)
+class TaskImportView(LoginRequiredMixin, FormView):
+    """Tasks from a CSV file, on the project's page ("Import tasks"): every row checked by the form first."""
+
+    form_class = TaskImportForm
+    template_name = "tracker/task_import.html"
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if request.user.is_authenticated:
+            self.project = get_object_or_404(
+                Project.objects.for_user(request.user).filter(archived=False), pk=kwargs["pk"])
+        return super().dispatch(request, *args, **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return super().get_context_data(project=self.project, **kwargs)
+
+    def form_valid(self, form: TaskImportForm) -> HttpResponse:
+        rows = form.cleaned_data["file"]
+        person = cast(Any, self.request.user)  # signed in: LoginRequiredMixin
+        Task.objects.bulk_create([Task(project=self.project, created_by=person, **row) for row in rows])
+        count = len(rows)
+        upload = form.files.get("file")
+        messages.success(self.request, f"{count} task{'' if count == 1 else 's'} added to {self.project.name} "
+                                       f"from {getattr(upload, 'name', 'the file')}.")
+        return redirect(self.project)
 
 
 @tool(

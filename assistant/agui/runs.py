@@ -20,6 +20,8 @@ database thread each (the stream holds no connection between them).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,12 +37,14 @@ from ag_ui.core import (
     UserMessage,
 )
 from asgiref.sync import sync_to_async
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import close_old_connections, connections, transaction
 
 from assistant.access.authority import SentFrom
 from assistant.agui.models import AguiRun
 from assistant.agui.translate.interrupts import waiting_steps
 from assistant.agui.translate.wire import as_json, call_id, is_said_by, msg_id, result_id, subagent_id
+from assistant.attachments.store import AttachmentRefused, attachment_get, attachment_store
 from assistant.conversation import services
 from assistant.conversation.services import Refused
 from assistant.live import selectors
@@ -95,13 +99,47 @@ def _user_text(message: UserMessage) -> str:
     content = message.content
     if isinstance(content, str):
         return content
-    texts = []
-    for part in content:
-        if getattr(part, "type", None) != "text":
-            raise Refused("bad_request", f"Only text reaches the assistant; a message part of type "
-                                         f"{getattr(part, 'type', '?')!r} does not.")
-        texts.append(str(getattr(part, "text", "")))
-    return "\n".join(texts)
+    return "\n".join(str(getattr(part, "text", "")) for part in content if getattr(part, "type", None) == "text")
+
+
+def _user_files(user: Any, message: UserMessage) -> list[int]:
+    """The files of the message's binary, image and document parts, kept as the person's attachments (within the
+    same limits as the panel's uploads); their ids. A part naming the id of one of their attachments is that one.
+    A file given by URL is refused: the assistant fetches nothing from elsewhere."""
+    if isinstance(message.content, str):
+        return []
+    ids = []
+    for part in message.content:
+        kind = getattr(part, "type", None)
+        if kind == "text":
+            continue
+        if kind not in ("binary", "image", "document"):
+            raise Refused("bad_request", f"A message part of type {kind!r} does not reach the assistant: send text, "
+                                         "or files as binary, image or document parts.")
+        source = getattr(part, "source", None)
+        data = getattr(part, "data", None) or (getattr(source, "value", None)
+                                               if getattr(source, "type", None) == "data" else None)
+        mime_type = getattr(part, "mime_type", None) or getattr(source, "mime_type", None) or "application/octet-stream"
+        if data is None and kind == "binary" and getattr(part, "id", None) and str(part.id).isdigit():
+            found = attachment_get(user=user, attachment_id=part.id)
+            if found is None:
+                raise Refused("not_found", f"No attachment {part.id!r} of yours to send.")
+            ids.append(found.pk)
+            continue
+        if data is None:
+            raise Refused("bad_request", "A file must come as its data (base64); the assistant fetches nothing from a "
+                                         "URL.")
+        try:
+            body = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise Refused("bad_request", "A file's data must be base64.") from None
+        name = getattr(part, "filename", None) or (getattr(part, "metadata", None) or {}).get("filename") or "file"
+        try:
+            stored = attachment_store(user=user, upload=SimpleUploadedFile(str(name), body, content_type=mime_type))
+        except AttachmentRefused as refused:
+            raise Refused(refused.code, refused.message) from None
+        ids.append(stored.pk)
+    return ids
 
 
 def thread_chat(user: Any, thread_id: str) -> AgentChat | None:
@@ -211,9 +249,10 @@ def _send(caller: Caller, inp: RunAgentInput, chat: AgentChat | None, message: U
         if chat is None:
             # A token's thread talks to the token's assistant, as its MCP calls do.
             chat = AgentChat.objects.create(owner=user, spec=token.spec)
+    files = _user_files(user, message)
     sent = services.chat_send(user=user, content=text, chat_id=chat.pk if chat is not None else None,
                               new_chat=chat is None, request_id=inp.run_id, sent_from=caller.sent_from,
-                              page=_page_of(inp))
+                              page=_page_of(inp), attachments=files)
     run = sent.run
     config = {**run.config, "agui": {"thread_id": inp.thread_id, "run_id": inp.run_id,
                                      "auth": "token" if token is not None else "session"}}

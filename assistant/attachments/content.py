@@ -12,11 +12,15 @@ import json
 import logging
 from collections.abc import Iterable
 
-from assistant.attachments.store import is_text, size_words
+from assistant.attachments.store import is_image, is_text, size_words
 from assistant.conf import assistant_settings
+from assistant.llm import Picture
 from assistant.models import AgentAttachment
 
 logger = logging.getLogger(__name__)
+
+# The largest picture shown to the model (the providers' own limit for one image is about this).
+PICTURE_MAX_BYTES = 5 * 1024 * 1024
 
 ATTACHMENTS_START, ATTACHMENTS_END = "<attachments>", "</attachments>"
 ATTACHMENTS_PREAMBLE = (
@@ -52,6 +56,9 @@ def attachments_as_data(attachments: Iterable[AgentAttachment]) -> str:
             entry["content"], cut = _text_of(attachment, limit)
             if cut:
                 entry["note"] = f"only its first {limit} characters are shown"
+        elif is_image(attachment) and attachment.size <= PICTURE_MAX_BYTES:
+            entry["content"] = None
+            entry["note"] = "a picture: shown beside this message where the model takes pictures"
         else:
             entry["content"] = None
             entry["note"] = "not text: its content is not shown here"
@@ -61,3 +68,20 @@ def attachments_as_data(attachments: Iterable[AgentAttachment]) -> str:
     # One line of JSON, with < and > escaped: nothing in a file can close the block.
     data = json.dumps(described, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
     return "\n".join([ATTACHMENTS_START, ATTACHMENTS_PREAMBLE, data, ATTACHMENTS_END])
+
+
+def attachments_as_pictures(attachments: Iterable[AgentAttachment]) -> list[Picture]:
+    """The pictures among `attachments` whose content is kept, as the model is shown them (up to
+    PICTURE_MAX_BYTES each); a provider that takes no pictures leaves them out."""
+    pictures = []
+    for attachment in attachments:
+        if not is_image(attachment) or attachment.removed_at is not None or not attachment.file:
+            continue
+        if attachment.size > PICTURE_MAX_BYTES:
+            continue
+        try:
+            with attachment.file.open("rb") as handle:
+                pictures.append(Picture(attachment.content_type, handle.read(), attachment.name))
+        except OSError:
+            logger.warning("Attachment %s: its picture could not be read", attachment.pk, exc_info=True)
+    return pictures

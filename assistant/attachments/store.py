@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.files.base import ContentFile
-from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -156,6 +156,16 @@ def attachment_get(*, user: Any, attachment_id: Any) -> AgentAttachment | None:
         return AgentAttachment.objects.for_user(user).filter(removed_at__isnull=True).get(pk=int(attachment_id))
     except (AgentAttachment.DoesNotExist, TypeError, ValueError):
         return None
+
+
+def attachment_upload(*, user: Any, attachment_id: Any) -> UploadedFile | None:
+    """One of the person's own kept attachments as the upload a form's file field takes (its name, type and
+    content, as their browser would have sent it); None for anything else."""
+    attachment = attachment_get(user=user, attachment_id=attachment_id)
+    if attachment is None:
+        return None
+    with attachment.file.open("rb") as handle:
+        return SimpleUploadedFile(attachment.name, handle.read(), content_type=attachment.content_type)
 
 
 def attachments_remove_content(attachments: Any) -> int:

@@ -161,6 +161,8 @@ def chat_send(
     config = run_config(spec=chat.spec)
     if seen is not None:
         config["page"] = seen.as_data()
+    if given:
+        config["attachments"] = [each.pk for each in given]  # so its record knows, without looking, that it has any
     run = run_open(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
     message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now,
                            parent_id=follows)
@@ -198,6 +200,8 @@ def chat_regenerate(*, user: Any, message_id: int, request_id: Any = None,
              if question.run_id is not None else {})
     if first.get("page"):
         config["page"] = first["page"]  # "this" still means what it meant when the question was asked
+    if first.get("attachments"):
+        config["attachments"] = first["attachments"]  # the files sent with the question go with it again
     run = run_open(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
     run.answers_again = question
     _write_within_the_rate(user, since, inserts=[run])

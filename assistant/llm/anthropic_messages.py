@@ -7,6 +7,7 @@ user and assistant turns to alternate.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -55,6 +56,9 @@ def messages_to_anthropic(messages: list[Message]) -> tuple[str, list[dict[str, 
         else:
             role = "user"
             blocks = [{"type": "text", "text": message.content}]
+            blocks += [{"type": "image", "source": {"type": "base64", "media_type": picture.media_type,
+                                                    "data": base64.b64encode(picture.data).decode("ascii")}}
+                       for picture in message.pictures]
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:

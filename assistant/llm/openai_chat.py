@@ -54,6 +54,11 @@ def message_to_openai(message: Message) -> dict[str, Any]:
                 for call in message.tool_calls
             ],
         }
+    if message.pictures:
+        # The words, then each picture as an image part (a data URL: nothing for the provider to fetch).
+        parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}]
+        parts += [{"type": "image_url", "image_url": {"url": picture.data_url()}} for picture in message.pictures]
+        return {"role": message.role, "content": parts}
     return {"role": message.role, "content": message.content}
 
 

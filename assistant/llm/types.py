@@ -6,6 +6,7 @@ never see a provider's own types.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -50,6 +51,24 @@ class ToolCall:
         )
 
 
+#: The JSON Schema `format` of a tool argument that names one of the person's attachments by id (a form's file
+#: field; assistant/tools/schema.py): a model that reads schemas knows such a tool takes a file.
+ATTACHMENT_FORMAT = "assistant-attachment"
+
+
+@dataclass(frozen=True)
+class Picture:
+    """A picture shown to the model beside a person's words (a file they attached): its type and its bytes. A
+    provider that takes pictures sends it as a content part of the message; the others leave it out."""
+
+    media_type: str
+    data: bytes
+    name: str = ""
+
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+
 @dataclass(frozen=True)
 class Message:
     """One message of a conversation.
@@ -62,6 +81,8 @@ class Message:
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
+    # Pictures beside the words of a user message (not part of `to_dict`: a recording keeps the words).
+    pictures: tuple[Picture, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -72,14 +93,16 @@ class Message:
             raise ValueError("A tool message needs the id of the tool call it answers.")
         if self.role != "tool" and self.tool_call_id is not None:
             raise ValueError("Only tool messages carry a tool_call_id.")
+        if self.pictures and self.role != "user":
+            raise ValueError("Only user messages carry pictures.")
 
     @classmethod
     def system(cls, content: str) -> Message:
         return cls("system", content)
 
     @classmethod
-    def user(cls, content: str) -> Message:
-        return cls("user", content)
+    def user(cls, content: str, pictures: Sequence[Picture] = ()) -> Message:
+        return cls("user", content, pictures=tuple(pictures))
 
     @classmethod
     def assistant(cls, content: str = "", tool_calls: Sequence[ToolCall] = ()) -> Message:

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from assistant.live.markdown import render_markdown
 from assistant.live.threads import message_siblings
-from assistant.models import AgentMessage, AgentRun, AgentStep, step_counts
+from assistant.models import AgentAttachment, AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.offer import PLAN_TOOL
 from assistant.review.marks import Effect
 from assistant.review.plans import RunPlan, plan_anchor, plans_by_run, run_plan
@@ -222,6 +222,8 @@ class RunTimeline:
     #: Where its question and its answer stand among their branches (assistant/live/threads.py), when they have
     #: any: an edited question, an answer given again.
     branches: list[RunBranch] = field(default_factory=list)
+    #: The files the person sent with its question (assistant/attachments/), oldest first.
+    attachments: list[AgentAttachment] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -428,6 +430,9 @@ def run_timeline(run: AgentRun, *, now: datetime | None = None) -> RunTimeline:
         totals=_totals(run, below, figures, now) if below else None,
         plan=plans.get(run.pk), planned=bool(revisions), others_text=others_text_read(run),
         branches=run_branches(run, asked, answer),
+        # Only a run sent with files looks them up (its config names them).
+        attachments=list(asked.attachments.all()) if asked is not None and (run.config or {}).get("attachments")
+        else [],
     )
 
 

@@ -19,12 +19,15 @@ from contextvars import ContextVar
 from typing import Any
 from urllib.parse import unquote
 
+from django.core.files.uploadedfile import UploadedFile
 from django.db import models, transaction
 from django.http import HttpRequest, HttpResponse, QueryDict
 from django.urls import NoReverseMatch, ResolverMatch, reverse
 from django.views.generic.edit import DeletionMixin
 
 from assistant.access.authority import SentFrom
+from assistant.attachments.store import attachment_upload
+from assistant.llm.types import ATTACHMENT_FORMAT
 from assistant.tools.declarations import ReadTool, ViewTool
 from assistant.tools.offer import parameters_of, refusal, resolve_scope
 from assistant.tools.outcome import (
@@ -57,10 +60,34 @@ SESSION_ENDED_REASON = "the session this was asked from has ended (signed out); 
 _sent_from: ContextVar[SentFrom | None] = ContextVar("assistant_tool_sent_from", default=None)
 
 
-def _internal_request(user: Any, method: str, path: str, data: QueryDict, tool_name: str) -> HttpRequest:
+def _internal_request(user: Any, method: str, path: str, data: QueryDict, tool_name: str,
+                      files: dict[str, UploadedFile] | None = None) -> HttpRequest:
     """The request for one tool call, as the person's browser would send it (see tools/request.py)."""
     return build_request(person=user, sent_from=_sent_from.get(), method=method, path=path, data=data,
-                         tool_name=tool_name)
+                         tool_name=tool_name, files=files)
+
+
+def _attached_files(tool: str, binding: Binding, user: Any,
+                    submitted: dict[str, Any]) -> dict[str, UploadedFile] | ToolOutcome:
+    """The files the call's file fields name, by field: each one of the person's own attachments, read as the
+    upload the view's form expects. Taken out of `submitted`; a name that is no file of theirs is invalid."""
+    files: dict[str, UploadedFile] = {}
+    errors: dict[str, list[str]] = {}
+    for key, prop in binding.parameters.get("properties", {}).items():
+        if prop.get("format") != ATTACHMENT_FORMAT or key not in submitted:
+            continue
+        value = submitted.pop(key)
+        if value is None:
+            continue
+        upload = attachment_upload(user=user, attachment_id=value)
+        if upload is None:
+            errors[key] = ["no file of the person's with this id (give the id of a file attached to a message)"]
+        else:
+            files[key] = upload
+    if errors:
+        return ToolOutcome(tool, "invalid", reason="a file argument names no file of the person's",
+                           data={"errors": errors})
+    return files
 
 
 def _form_value(value: Any) -> list[str]:
@@ -207,6 +234,9 @@ def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict
                    "arguments; nothing was run",
             data={"errors": {key: ["not a valid value here"] for key in url_kwargs}} if url_kwargs else None,
         )
+    files = _attached_files(definition.name, binding, user, submitted)
+    if isinstance(files, ToolOutcome):
+        return files
     if definition.method == "GET":
         data = QueryDict(mutable=True)
         for key, value in submitted.items():
@@ -228,8 +258,8 @@ def _dispatch(definition: ViewTool, binding: Binding, user: Any, arguments: dict
         data = QueryDict(mutable=True)
         for key, items in values.items():
             data.setlist(key, items)
-        outcome = _call(definition, match, _internal_request(user, "POST", path, data, definition.name), extra,
-                        user, arguments)
+        outcome = _call(definition, match, _internal_request(user, "POST", path, data, definition.name, files),
+                        extra, user, arguments)
         if not outcome.took_effect:
             transaction.set_rollback(True)
     return outcome

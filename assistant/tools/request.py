@@ -173,9 +173,11 @@ def _default_host() -> str:
 
 
 def build_request(
-    *, person: Any, sent_from: SentFrom | None, method: str, path: str, data: QueryDict, tool_name: str
+    *, person: Any, sent_from: SentFrom | None, method: str, path: str, data: QueryDict, tool_name: str,
+    files: dict[str, Any] | None = None,
 ) -> HttpRequest:
-    """The request a browser on the person's page would send for this call (see the module's notes)."""
+    """The request a browser on the person's page would send for this call (see the module's notes); `files`, by
+    field, are in its `FILES` as the page's own upload would put them (a POST only)."""
     origin = urlsplit(sent_from.origin) if sent_from is not None and sent_from.origin else None
     if origin is not None:
         scheme, host = origin.scheme, origin.netloc
@@ -205,7 +207,7 @@ def build_request(
         request.META["CONTENT_TYPE"] = "application/x-www-form-urlencoded"
         request.META["CONTENT_LENGTH"] = str(len(body))
         request._body = body
-    request.FILES = MultiValueDict()
+    request.FILES = MultiValueDict({name: [upload] for name, upload in (files or {}).items()})
     if sent_from is not None:
         request.COOKIES[settings.SESSION_COOKIE_NAME] = sent_from.session_key
         if not settings.CSRF_USE_SESSIONS:

@@ -20,6 +20,8 @@ from django import forms
 from django.urls import converters as url_converters
 from django.utils.text import capfirst
 
+from assistant.llm.types import ATTACHMENT_FORMAT
+
 
 @dataclass
 class DerivedSchema:
@@ -116,7 +118,14 @@ def form_field_schema(name: str, field_: forms.Field) -> dict[str, Any] | None:
     """The JSON Schema of one form field, or None when the field has no JSON form (e.g. a file)."""
     prop: dict[str, Any]
     note = ""
-    if isinstance(field_, forms.FileField | forms.MultiValueField):
+    if isinstance(field_, forms.FileField):
+        # A file the person attached to a message (assistant/attachments/), by its id: the call hands it to the
+        # view in request.FILES, as the page's own upload would.
+        prop = {"type": "integer", "minimum": 1, "format": ATTACHMENT_FORMAT,
+                "description": _describe(name, field_, "Id of a file the person attached to a message (its id in "
+                                                       "their message's attachments)")}
+        return prop if field_.required else _nullable(prop)
+    if isinstance(field_, forms.MultiValueField):
         return None
     if isinstance(field_, forms.ModelMultipleChoiceField):
         model = field_.queryset.model._meta.verbose_name if field_.queryset is not None else "object"

@@ -19,7 +19,12 @@ from collections.abc import Callable
 
 from django.db.models import prefetch_related_objects
 
-from assistant.attachments.content import ATTACHMENTS_END, ATTACHMENTS_START, attachments_as_data
+from assistant.attachments.content import (
+    ATTACHMENTS_END,
+    ATTACHMENTS_START,
+    attachments_as_data,
+    attachments_as_pictures,
+)
 from assistant.live.threads import thread_until_question
 from assistant.llm import Message, ModelError, ModelResponse
 from assistant.models import AgentMessage, AgentRun
@@ -33,9 +38,12 @@ SUMMARY_INSTRUCTIONS = (
 def _as_message(row: AgentMessage) -> Message:
     if row.role != AgentMessage.Role.USER:
         return Message.assistant(row.content)
-    # The files sent with it follow the person's words, as data (prefetched by `chat_history`).
-    attached = attachments_as_data(row.attachments.all())
-    return Message.user("\n\n".join(part for part in (row.content, attached) if part))
+    # The files sent with it follow the person's words, as data, and its pictures beside them (prefetched by
+    # `chat_history`).
+    files = list(row.attachments.all())
+    attached = attachments_as_data(files)
+    return Message.user("\n\n".join(part for part in (row.content, attached) if part),
+                        attachments_as_pictures(files))
 
 
 def _transcript(rows: list[AgentMessage], previous_summary: str) -> str:

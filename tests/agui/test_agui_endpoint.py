@@ -16,6 +16,7 @@ read-only one writes nothing; every run is the panel's record, with its steps, i
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import string
@@ -964,6 +965,33 @@ def test_a_run_agent_input_the_assistant_refuses_is_a_run_error(
     empty = post(port, run_input("t-empty", "r-4"), person.headers())
     assert empty.last.code == "empty_message"
     assert not AgentRun.objects.exists()
+
+
+def test_a_file_in_the_input_is_the_persons_attachment_sent_with_the_message_and_one_not_taken_is_refused(
+    port: int, model: Callable[..., None], alice: Any
+) -> None:
+    from assistant.models import AgentAttachment
+
+    model({"text": "Two tasks."})
+    person = browser(alice)
+    csv = b"title\nBuy milk\nFix the fence\n"
+    given = post(port, run_input("t-file", "r-1", UserMessage(id="m-file", content=[
+        {"type": "text", "text": "what is in this?"},
+        {"type": "document", "source": {"type": "data", "value": base64.b64encode(csv).decode(),
+                                         "mimeType": "text/csv"}, "metadata": {"filename": "tasks.csv"}}])),
+        person.headers())
+    assert verified(given.events)[-1].type == EventType.RUN_FINISHED
+    [attachment] = AgentAttachment.objects.filter(owner=alice)
+    assert (attachment.name, attachment.content_type, attachment.size) == ("tasks.csv", "text/csv", len(csv))
+    assert attachment.message.content == "what is in this?"
+
+    # A file of a type not taken: refused as the panel's upload is, nothing stored, no run.
+    refused = post(port, run_input("t-file-2", "r-2", UserMessage(id="m-exe", content=[
+        {"type": "document", "source": {"type": "data", "value": base64.b64encode(b"MZ\x90\x00\x03").decode(),
+                                         "mimeType": "application/octet-stream"},
+         "metadata": {"filename": "program.exe"}}])), person.headers())
+    assert [event.type for event in refused.events] == [EventType.RUN_ERROR]
+    assert refused.last.code == "unsupported_type" and AgentAttachment.objects.count() == 1
 
 
 json_values = st.recursive(

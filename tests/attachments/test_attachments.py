@@ -5,7 +5,11 @@ A refused file leaves nothing behind; another person's file is as missing everyw
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import re
+from collections.abc import Callable
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +102,7 @@ def test_an_upload_needs_a_signed_in_person_the_sites_csrf_check_and_a_file(alic
 
 @pytest.mark.worker
 def test_a_sent_file_is_read_by_the_model_as_data_shown_in_the_thread_and_gone_with_its_chat(
-    alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+    alice: Any, bob: Any, user_factory: Callable[..., Any], celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     fake_openai.queue(openai_stream(["Two tasks in it."]))
     mine = _upload(_client(alice), "tasks.csv", CSV, "text/csv").json()["attachment"]
@@ -147,3 +151,34 @@ def test_a_sent_file_is_read_by_the_model_as_data_shown_in_the_thread_and_gone_w
     assert kept.removed_at is not None and not kept.file
     assert _client(alice).get(mine["url"]).status_code == 404
     assert AgentMessage.objects.filter(attachments=kept).exists()
+    # Staff see on the run's page what was sent with its question, and that its content went with the chat.
+    staff = Client()
+    staff.force_login(user_factory("reviewer", is_staff=True, is_superuser=True))
+    page = staff.get(reverse("admin:assistant_agentrun_change", args=[seen["sent"]["run_id"]])).content.decode()
+    shown = " ".join(re.sub(r"<[^>]+>", "", unescape(page)).split())  # the page's text, as staff read it
+    assert "With 1 file: tasks.csv (text/csv, 42 bytes; its content deleted" in shown
+
+
+@pytest.mark.worker
+def test_a_picture_goes_to_a_provider_that_takes_pictures_as_an_image_part_beside_the_words(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.queue(openai_stream(["A small picture."]))
+    picture = _upload(_client(alice), "photo.png", PNG, "image/png").json()["attachment"]
+    tab = connect(alice)
+
+    async def scenario() -> None:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "what is this?", "attachments": [picture["id"]]})
+        await receive_until(tab, lambda e: e["type"] in {"assistant.replied", "assistant.reply_failed"}, timeout=30)
+        await tab.disconnect()
+
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        asyncio.run(scenario())
+
+    [asked] = [m["content"] for m in fake_openai.bodies[-1]["messages"] if m["role"] == "user"][-1:]
+    words, image = asked
+    assert words["type"] == "text" and words["text"].startswith("what is this?\n\n<attachments>")
+    assert "a picture: shown beside this message" in words["text"]
+    assert image == {"type": "image_url",
+                     "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}}

@@ -27,13 +27,15 @@ from urllib.parse import quote, unquote_to_bytes, urlencode
 
 import pytest
 from django.contrib.messages import get_messages
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 from django.test import Client
 from django.urls import URLResolver, get_resolver, reverse
 from django.utils import timezone
 
+from assistant.attachments.store import attachment_store
 from assistant.mcp.tokens import token_create
-from assistant.models import AgentChat, AgentMemory, AgentRun
+from assistant.models import AgentAttachment, AgentChat, AgentMemory, AgentRun
 from tests.conftest import assistant_settings_with
 from tracker.models import Comment, Project, Task
 
@@ -98,6 +100,7 @@ class World:
     project: Project
     task: Task
     memory: AgentMemory
+    attachment: AgentAttachment
     token: Any
 
 
@@ -128,6 +131,9 @@ PAGES: dict[str, Inputs] = {
     "assistant:memories": Inputs(get=("q", "page"), queries=("q=%00&page=2", "q=milk&page=" + "9" * 30)),
     "assistant:memory_delete": Inputs(post=("q", "page")),
     "assistant:memories_clear": Inputs(post=()),
+    # A file comes as a multipart upload, which odd form values are not: each is answered "no_file".
+    "assistant:attachments": Inputs(post=(), passes_with=400),
+    "assistant:attachment": Inputs(),
     "assistant:healthz": Inputs(as_="anyone"),
     "assistant:tokens": Inputs(post=("name", "spec", "read_only", "expires"),
                                valid=lambda world: {"name": "My agent", "spec": "default", "expires": "30d"},
@@ -173,6 +179,8 @@ PAGES: dict[str, Inputs] = {
     "tracker:task_complete": Inputs(post=()),
     "tracker:task_delete": Inputs(post=()),
     "tracker:comment_create": Inputs(post=("body",), valid=lambda world: {"body": "Done it."}),
+    # Without a file, the import form asks for one (the page again, with the form's error).
+    "tracker:project_import": Inputs(post=(), passes_with=200),
 }
 
 
@@ -220,13 +228,15 @@ def world(user_factory: Callable[..., Any]) -> World:
     chat = AgentChat.objects.create(owner=person, title="Milk")
     AgentRun.objects.create(owner=person, chat=chat, status="succeeded", duration_ms=10)
     token = token_create(owner=person, name="Laptop", spec="default", read_only=False, expires_in=None).token
-    return World(person=person, staff=staff, project=project, task=task, memory=memory, token=token)
+    attachment = attachment_store(user=person, upload=SimpleUploadedFile("notes.txt", b"milk, bread"))
+    return World(person=person, staff=staff, project=project, task=task, memory=memory, token=token,
+                 attachment=attachment)
 
 
 def _kwargs(name: str, page: Page, world: World) -> dict[str, Any]:
-    """The ids in the page's address: the person's own task, project or memory."""
+    """The ids in the page's address: the person's own task, project, memory or attachment."""
     on_a_task = name.split(":")[-1].startswith(("task_", "comment_"))
-    ids = {"memory_id": world.memory.pk, "token_id": world.token.pk,
+    ids = {"memory_id": world.memory.pk, "token_id": world.token.pk, "attachment_id": world.attachment.pk,
            "pk": world.task.pk if on_a_task else world.project.pk,
            # The discovery documents of the OAuth issuer and of the MCP endpoint, under their own paths.
            "issuer_path": "oauth", "resource_path": "assistant/mcp/"}

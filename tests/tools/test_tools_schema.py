@@ -67,7 +67,9 @@ def test_every_common_form_field_type_has_a_json_schema() -> None:
     assert p["helpers"]["items"] == {"type": "integer"}
     assert p["ref"]["format"] == "uuid"
     assert p["count"]["default"] == 3
-    assert "attachment" not in p and derived.unsupported == ["attachment (FileField)"]
+    # A file is one of the person's attachments, by id (the call hands it to the view as an upload).
+    assert p["attachment"]["type"] == ["integer", "null"] and p["attachment"]["format"] == "assistant-attachment"
+    assert "Id of a file the person attached" in p["attachment"]["description"] and derived.unsupported == []
     assert derived.required == ["name", "email", "seats", "budget", "maybe", "size", "level", "day", "owner"]
     assert derived.as_json_schema()["additionalProperties"] is False
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from ..types import ToolSpec
 from .capabilities import asks_what_i_can_do
+from .files import split_files, usable
 from .greetings import is_greeting
 from .model import MIN_SCORE, _choose_tool, _score
 from .page import points
@@ -25,9 +26,10 @@ def plain_intent(text: str, tools: Sequence[ToolSpec]) -> str | None:
     """The name of the one tool of `tools` that `text` plainly asks for, or None when it is not plain: a
     greeting or a question about the assistant, a request of several parts, one that points at something
     ("this", "it") rather than naming it, or one that two tools fit as well."""
+    text, files = split_files(text)
     if not text.strip() or is_greeting(text) or asks_what_i_can_do(text) or points(text):
         return None
-    infos = analyse_tools(list({tool.name: tool for tool in tools}.values()))
+    infos = analyse_tools(list({tool.name: tool for tool in usable(tools, files)}.values()))
     if len(split_request(text, frozenset(noun for info in infos for noun in info.nouns))) != 1:
         return None
     request = read_request(text, today=timezone.localdate())

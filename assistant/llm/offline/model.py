@@ -9,6 +9,7 @@ is recomputed from the messages, the model keeps no state and any worker can con
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from django.utils import timezone
 from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
 from .capabilities import asks_what_i_can_do, capabilities, purpose
 from .fields import field_values
+from .files import AttachedFile, file_arguments, needs_a_file, split_files, usable
 from .followup import answered_request, relayed_task
 from .greetings import greeting_reply, is_greeting
 from .lookups import Lookup, find_call, lookup_arguments, reader_for, resolve
@@ -106,14 +108,21 @@ class OfflineModel:
         last_user, page = person_and_page(messages)
         if last_user is None:
             return "Hello! Ask me to do something in this app, or ask what I can do.", []
+        # The person's words, and the files attached to them: a tool that needs a file is one only with a file.
+        words, files = split_files(messages[last_user].content)
+        if files:
+            messages = [*messages[:last_user], Message.user(words), *messages[last_user + 1:]]
         today = timezone.localdate()
         turn = messages[last_user + 1 :]
         results = {m.tool_call_id: m.content for m in turn if m.role == "tool"}
         made = [call for m in turn if m.role == "assistant" for call in m.tool_calls]
         next_id = sum(len(m.tool_calls) for m in messages) + 1
         # A spec that may ask members hands them what its own tools do not cover (see society.py).
-        own = [tool for tool in tools if not is_delegation(tool) and tool.name != PLAN_TOOL]
+        own = usable([tool for tool in tools if not is_delegation(tool) and tool.name != PLAN_TOOL], files)
         infos = analyse_tools(own)
+        # "make tasks from this CSV": the tool is one that takes the file the person gave (the others still look
+        # up what it names).
+        takes_file = [info for info in infos if needs_a_file(info.spec)] if _means_the_files(words, files) else []
         asks_members = any(is_delegation(tool) for tool in tools)
         text = messages[last_user].content
         if is_greeting(text):
@@ -154,7 +163,7 @@ class OfflineModel:
                 return beyond(unfit[0], infos, page, _understood(infos), part_of=text), []
             said: list[str] = []
             for part, asked in zip(parts, requests, strict=True):
-                step = _step(asked, infos, page, made, results, next_id)
+                step = _step(asked, infos, page, made, results, next_id, files, takes_file)
                 if step.calls or step.waiting:
                     return "", step.calls
                 said.append(step.text)
@@ -164,7 +173,7 @@ class OfflineModel:
                         said.append(f"I stopped there: nothing after “{part.rstrip('.')}” was tried.")
                     break
             return "\n\n".join(said), []
-        step = _step(request, infos, page, made, results, next_id)
+        step = _step(request, infos, page, made, results, next_id, files, takes_file)
         return step.text, step.calls
 
     def _respond(
@@ -201,9 +210,14 @@ def _step(
     made: list[ToolCall],
     results: dict[str | None, str],
     next_id: int,
+    files: Sequence[AttachedFile] = (),
+    choose_from: Sequence[ToolInfo] = (),
 ) -> Step:
-    """The next step of one request: look up the ids of records it names, call the tool, say what came of it."""
-    target = _choose_tool(request, infos, page)
+    """The next step of one request: look up the ids of records it names, call the tool, say what came of it. The
+    tool is one of `choose_from` when given (else of `infos`); one that takes a file gets the first file the person
+    attached."""
+    target = _choose_tool(request, list(choose_from), page) if choose_from else None
+    target = target or _choose_tool(request, infos, page)
     if target is None:
         tied = _tied(request, infos, page)
         if len(tied) > 1:
@@ -212,6 +226,10 @@ def _step(
     plan = _plan(request, target, infos, page)
     if plan.problem:
         return Step(plan.problem, ok=False)
+    for prop in file_arguments(target.spec) if files else ():
+        plan.arguments.setdefault(prop, files[0].id)
+        if prop in plan.missing:
+            plan.missing.remove(prop)
     for lookup in plan.lookups:
         previous = find_call(made, lookup.tool.name, lookup.arguments)
         if previous is None:
@@ -233,6 +251,16 @@ def _step(
     content = results[previous.id]
     ok = read_outcome(content).kind in ("done", "rows")
     return Step(result_reply(target, shown, content, plan.qualifiers), ok=ok)
+
+
+_FILE_WORDS = re.compile(r"\b(this|these|it|them|file|files|csv|attached|attachment|upload(ed)?)\b", re.IGNORECASE)
+
+
+def _means_the_files(words: str, files: Sequence[AttachedFile]) -> bool:
+    """Whether the request is about the files attached to it ("from this CSV", "attached", or a file's name)."""
+    if not files:
+        return False
+    return bool(_FILE_WORDS.search(words)) or any(file.name and file.name.lower() in words.lower() for file in files)
 
 
 def _understood(infos: list[ToolInfo]) -> Any:

@@ -58,6 +58,10 @@ class FakeOpenAIServer(FakeServer):
                     except (TypeError, json.JSONDecodeError):
                         return f"messages[{number}].tool_calls arguments must be a JSON string"
                     open_calls.add(call["id"])
+            elif role == "user" and isinstance(message.get("content"), list):
+                problem = _content_parts_problem(message["content"])
+                if problem:
+                    return f"messages[{number}].content {problem}"
             elif not isinstance(message.get("content"), str):
                 return f"messages[{number}].content must be a string"
         for tool in body.get("tools") or ():
@@ -69,6 +73,21 @@ class FakeOpenAIServer(FakeServer):
         if "stream_options" in body and not body.get("stream"):
             return "stream_options is only allowed with stream=true"
         return None
+
+
+def _content_parts_problem(parts: list[Any]) -> str | None:
+    """What is wrong with a user message's content parts (text, and images as an https or data URL), if anything."""
+    if not parts:
+        return "must not be an empty list"
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            continue
+        url = (part.get("image_url") or {}).get("url") if kind == "image_url" else None
+        if isinstance(url, str) and (url.startswith("https://") or url.startswith("data:image/")):
+            continue
+        return "has a part that is neither text nor an image URL"
+    return None
 
 
 def openai_completion(

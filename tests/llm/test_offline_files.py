@@ -1,0 +1,56 @@
+"""The offline demo model with a file the person attached: "make tasks from this CSV in Home" is the tracker's CSV
+import, given the file and the project (looked up by name), through the real run loop, tools and database. Without
+a file, no request reaches a tool that needs one.
+
+The loop runs in-process (`run_turn` in the test's thread), as in test_offline_tracker.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from assistant.attachments.store import attachment_store
+from assistant.conversation.services import chat_send
+from assistant.models import AgentRun, AgentStep
+from assistant.runs.lease import lease_claim, new_holder
+from assistant.turn.loop import run_turn
+from tracker.models import Project, Task
+
+pytestmark = pytest.mark.django_db
+
+CSV = b"title,priority\nBuy milk,high\nFix the fence,low\n"
+
+
+def _answered(user: Any, text: str, attachments: list[int]) -> AgentRun:
+    run = chat_send(user=user, content=text, attachments=attachments).run
+    status = run_turn(run.pk, holder=new_holder(), claim=lease_claim)
+    run.refresh_from_db()
+    assert status == run.status == "succeeded", (status, run.status, run.error)
+    return run
+
+
+def test_make_tasks_from_this_csv_imports_the_attached_file_into_the_named_project(alice: Any, settings: Any) -> None:
+    settings.ASSISTANT = {**settings.ASSISTANT, "MODEL": "offline"}
+    home = Project.objects.create(owner=alice, name="Home")
+    Project.objects.create(owner=alice, name="Work")
+    attached = attachment_store(user=alice, upload=SimpleUploadedFile("tasks.csv", CSV, content_type="text/csv"))
+
+    run = _answered(alice, "make tasks from this CSV in Home", [attached.pk])
+
+    [imported] = run.steps.filter(tool_name="tracker_tasks_import")
+    assert imported.arguments == {"pk": home.pk, "file": attached.pk} and imported.took_effect is True
+    assert list(Task.objects.filter(project=home).order_by("id").values_list("title", "priority")) == [
+        ("Buy milk", Task.Priority.HIGH), ("Fix the fence", Task.Priority.LOW)]
+    assert "2 tasks added to Home from tasks.csv" in run.reply
+
+
+def test_without_a_file_no_request_reaches_a_tool_that_needs_one(alice: Any, settings: Any) -> None:
+    settings.ASSISTANT = {**settings.ASSISTANT, "MODEL": "offline"}
+    Project.objects.create(owner=alice, name="Home")
+
+    run = _answered(alice, "make tasks from this CSV in Home", [])
+
+    assert not AgentStep.objects.filter(run=run, tool_name="tracker_tasks_import").exists()
+    assert not Task.objects.exists()
