@@ -21,7 +21,7 @@ from django.db.models import F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from assistant.channel_policies import PANEL
-from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.models import AgentAttachment, AgentChat, AgentMessage, AgentRun, AgentStep
 
 THREAD_ROLES = (AgentMessage.Role.USER, AgentMessage.Role.ASSISTANT)
 # How many of a branch's effects are listed beside its switcher; the rest are counted.
@@ -93,19 +93,21 @@ def thread_ids(chat: AgentChat) -> list[int]:
 
 @cache
 def _history_sql() -> str:
-    table = AgentMessage._meta.db_table
+    table, files = AgentMessage._meta.db_table, AgentAttachment._meta.db_table
     user = AgentMessage.Role.USER.value
-    return (f'WITH RECURSIVE "path" AS ('  # noqa: S608 (the model's table and a role)
+    return (f'WITH RECURSIVE "path" AS ('  # noqa: S608 (the models' tables and a role)
             f'SELECT * FROM "{table}" WHERE "id" = COALESCE(%s, (SELECT "id" FROM "{table}" '
             f"WHERE \"run_id\" = %s AND \"role\" = '{user}' ORDER BY \"id\" LIMIT 1)) "
             f'UNION ALL SELECT m.* FROM "{table}" m JOIN "path" ON m."id" = "path"."parent_id") '
-            'SELECT * FROM "path" ORDER BY "id"')
+            # Whether each came with files, so that a branch without any needs no look for them.
+            f'SELECT "path".*, EXISTS (SELECT 1 FROM "{files}" f WHERE f."message_id" = "path"."id") '
+            'AS "has_attachments" FROM "path" ORDER BY "id"')
 
 
 def thread_until_question(run: AgentRun) -> list[AgentMessage]:
     """The branch a top run answers, from the chat's first message down to the person's message it answers
     (the one it answers again, or the one that opened it), oldest first; [] for a run no message asked. One
-    query."""
+    query; each message also says whether it came with files (`has_attachments`)."""
     return list(AgentMessage.objects.raw(_history_sql(), [run.answers_again_id, run.pk]))
 
 

@@ -39,8 +39,8 @@ def _as_message(row: AgentMessage) -> Message:
     if row.role != AgentMessage.Role.USER:
         return Message.assistant(row.content)
     # The files sent with it follow the person's words, as data, and its pictures beside them (prefetched by
-    # `chat_history`).
-    files = list(row.attachments.all())
+    # `chat_history`, which says when there are none).
+    files = list(row.attachments.all()) if getattr(row, "has_attachments", True) else []
     attached = attachments_as_data(files)
     return Message.user("\n\n".join(part for part in (row.content, attached) if part),
                         attachments_as_pictures(files))
@@ -57,7 +57,9 @@ def chat_history(run: AgentRun) -> list[AgentMessage]:
     """The messages of the branch the run answers, from the chat's first down to the person's message it
     answers, oldest first (see assistant/live/threads.py). What other branches and later runs said is left out."""
     history = thread_until_question(run)
-    prefetch_related_objects(history, "attachments")
+    # Their files, in one more query, only when any of them came with some (most branches have none).
+    if any(getattr(row, "has_attachments", False) for row in history):
+        prefetch_related_objects(history, "attachments")
     return history
 
 
