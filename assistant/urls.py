@@ -10,6 +10,7 @@ from django.urls import URLPattern, URLResolver, include, path
 
 from assistant import views
 from assistant.operations import health
+from assistant.voice.views import transcribe_view
 
 app_name = "assistant"
 
@@ -18,6 +19,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("memories/", views.memories_page, name="memories"),
     path("memories/<int:memory_id>/delete/", views.memory_delete_view, name="memory_delete"),
     path("memories/clear/", views.memories_clear_view, name="memories_clear"),
+    # Dictation's recordings in, their text out (404 while no transcription model is configured).
+    path("transcribe/", transcribe_view, name="transcribe"),
     # Public, unlike the pages above: load balancers and uptime checks ask it without signing in.
     path("healthz", health.healthz, name="healthz"),
 ]
