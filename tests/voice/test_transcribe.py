@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import logging
 import math
+import re
 import struct
 import wave
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from django.apps import apps
 from django.conf import settings
 from django.core.checks import run_checks
 from django.test import Client, override_settings
+from django.urls import reverse
 
 from assistant.infra.redis_connection import redis_client
 from assistant.testing.providers import FakeTranscriptionServer, FormFile, Reply, error_reply, transcription_reply
@@ -123,6 +125,29 @@ def test_the_container_is_told_by_the_recordings_bytes_and_named_for_the_server(
         f"recording.{extension}" for extension in recordings]
 
 
+def test_the_panel_offers_the_microphone_with_its_limits_and_its_token_works(
+    dictation: FakeTranscriptionServer, alice: Any
+) -> None:
+    client = signed_in(alice, enforce_csrf_checks=True)
+    with with_settings(DICTATION_MAX_SECONDS=45, DICTATION_MAX_BYTES=2_000_000):
+        page = client.get(reverse("assistant:page")).content.decode()
+        dock = client.get("/").content.decode()  # a page of the site, with the dock
+
+    for html in (page, dock):
+        [button] = re.findall(r"<button[^>]*data-assistant-dictate[^>]*>", html)
+        assert f'data-url="{URL}"' in button
+        assert 'data-max-seconds="45"' in button and 'data-max-bytes="2000000"' in button
+        assert 'aria-pressed="false"' in button
+        assert "assistant/dictation.js" in html
+    token = re.search(r'data-csrf-token="([^"]+)"', page)
+    assert token
+
+    response = client.post(URL, upload(wav_recording()), headers={"X-CSRFToken": token.group(1)})
+
+    assert response.status_code == 200, response.content
+    assert response.json() == {"text": dictation.text}
+
+
 def test_a_post_without_the_csrf_token_is_refused_in_words(dictation: FakeTranscriptionServer, alice: Any) -> None:
     response = signed_in(alice, enforce_csrf_checks=True).post(URL, upload(wav_recording()))
 
@@ -131,11 +156,18 @@ def test_a_post_without_the_csrf_token_is_refused_in_words(dictation: FakeTransc
     assert dictation.requests == []
 
 
-def test_without_a_transcription_model_there_is_no_dictation(server: FakeTranscriptionServer, alice: Any) -> None:
+def test_without_a_transcription_model_there_is_no_microphone_and_no_dictation(
+    server: FakeTranscriptionServer, alice: Any
+) -> None:
     server.reset()
+    client = signed_in(alice)
     with with_settings(TRANSCRIPTION_MODEL=None):
-        response = signed_in(alice).post(URL, upload(wav_recording()))
+        page = client.get(reverse("assistant:page")).content.decode()
+        dock = client.get("/").content.decode()
+        response = client.post(URL, upload(wav_recording()))
 
+    assert "data-assistant-conversation" in page and "data-assistant-conversation" in dock
+    assert "data-assistant-dictate" not in page and "data-assistant-dictate" not in dock
     assert response.status_code == 404
     assert response.json() == {"error": "Dictation is not available on this site."}
     assert server.requests == []
