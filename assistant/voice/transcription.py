@@ -18,7 +18,7 @@ from assistant.llm.errors import (
     timeout_error,
 )
 from assistant.llm.openai_chat import OPENAI_DEFAULT_BASE_URL
-from assistant.llm.remote import ProviderConfig, cached_client
+from assistant.llm.remote import KINDS, ProviderConfig, cached_client
 from assistant.voice.recording import Recording
 
 logger = logging.getLogger(__name__)
@@ -68,18 +68,20 @@ def transcription_config() -> ProviderConfig | None:
     if not spec:
         return None
     if not isinstance(spec, str):
-        raise ModelConfigurationError(f"The transcription model must be a string such as openai:whisper-1. {SPEC_HELP}")
-    name, separator, model = spec.strip().partition(":")
-    if not separator:
-        raise ModelConfigurationError(f"{spec!r} names no provider. {SPEC_HELP}")
+        raise ModelConfigurationError(f"It must be a string such as openai:whisper-1, not {type(spec).__name__}.")
+    name, separator, model = (part.strip() for part in spec.partition(":"))
+    if not separator or not name or not model:
+        raise ModelConfigurationError("It names no provider and model (PROVIDER:MODEL).")
+    providers = dict(assistant_settings.PROVIDERS or {})
+    if name not in providers and name not in KINDS:
+        raise ModelConfigurationError(f"Its provider {name!r} is not an entry of ASSISTANT['PROVIDERS'].")
     config = ProviderConfig.from_settings(
-        name.strip(), model.strip(), dict(assistant_settings.PROVIDERS or {}),
+        name, model, providers,
         timeout=assistant_settings.REQUEST_TIMEOUT_SECONDS, max_output_tokens=assistant_settings.MAX_OUTPUT_TOKENS,
     )
     if config.kind != "openai":
-        raise ModelConfigurationError(
-            f"Provider {config.name!r} is of kind {config.kind}, which has no transcription endpoint. {SPEC_HELP}"
-        )
+        raise ModelConfigurationError(f"Its provider {name!r} is of kind {config.kind}, which has no transcription "
+                                      "endpoint.")
     return config
 
 
