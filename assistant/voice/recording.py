@@ -13,18 +13,26 @@ from django.http import HttpRequest
 FORMATS_IN_WORDS = "WebM, Ogg, MP4, MP3, WAV or FLAC audio"
 
 
+#: Each container's content type, as the recording is sent on: what the browser declared is not passed along.
+CONTENT_TYPES = {"webm": "audio/webm", "ogg": "audio/ogg", "mp4": "audio/mp4", "wav": "audio/wav",
+                 "flac": "audio/flac", "mp3": "audio/mpeg"}
+
+
 @dataclass(frozen=True)
 class Recording:
-    """A recording to transcribe: its bytes, its container (as a file extension: the transcription servers tell
-    the format by the file's name) and the content type the browser declared."""
+    """A recording to transcribe: its bytes and its container, as a file extension (the transcription servers
+    tell the format by the file's name)."""
 
     data: bytes
     format: str
-    content_type: str
 
     @property
     def filename(self) -> str:
         return f"recording.{self.format}"
+
+    @property
+    def content_type(self) -> str:
+        return CONTENT_TYPES[self.format]
 
 
 def audio_format(head: bytes) -> str | None:

@@ -15,7 +15,9 @@ from http import HTTPStatus
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -92,10 +94,16 @@ def _accept(request: HttpRequest) -> Recording | HttpResponse:
         return too_large  # refused before its body is read
     upload_handler = RecordingInMemory(request, max_bytes)
     request.upload_handlers = [upload_handler]
-    refused = _Csrf(_no_view).process_view(request, _no_view, (), {})
-    if refused is not None:
-        return refused
-    upload = request.FILES.get("audio")
+    try:
+        refused = _Csrf(_no_view).process_view(request, _no_view, (), {})  # it reads the form first
+        if refused is not None:
+            return refused
+        upload = request.FILES.get("audio")
+    except RequestDataTooBig:  # the form's other fields, past DATA_UPLOAD_MAX_MEMORY_SIZE
+        return too_large
+    except (MultiPartParserError, TooManyFieldsSent, TooManyFilesSent):
+        return _refusal(HTTPStatus.BAD_REQUEST,
+                        "The request could not be read: send the recording as the field `audio` of a multipart form.")
     if upload_handler.too_large:
         return too_large
     if upload is None:
@@ -104,9 +112,8 @@ def _accept(request: HttpRequest) -> Recording | HttpResponse:
     data = upload.read()
     if not data:
         return _refusal(HTTPStatus.BAD_REQUEST, "The recording is empty. Record again.")
-    content_type = upload.content_type or ""
     audio = audio_format(data[:16])
-    if audio is None or not is_audio_type(content_type):
+    if audio is None or not is_audio_type(upload.content_type or ""):
         return _refusal(HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
                         f"That is not a recording dictation can read: it takes {FORMATS_IN_WORDS}.")
     try:
@@ -121,7 +128,7 @@ def _accept(request: HttpRequest) -> Recording | HttpResponse:
             f"Try again in {wait} seconds, or type your message.",
             **{"Retry-After": str(wait)},
         )
-    return Recording(data=data, format=audio, content_type=content_type)
+    return Recording(data=data, format=audio)
 
 
 def _announced_length(request: HttpRequest) -> int:

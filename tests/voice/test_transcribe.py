@@ -110,19 +110,20 @@ def test_a_recording_comes_back_as_the_text_the_server_heard_and_nothing_is_kept
 def test_the_container_is_told_by_the_recordings_bytes_and_named_for_the_server(
     dictation: FakeTranscriptionServer, alice: Any
 ) -> None:
-    # What browsers record: WebM (Chromium, Firefox), Ogg, MP4 (Safari), each as its container's first bytes say.
+    # What browsers record: WebM (Chromium, Firefox), Ogg, MP4 (Safari), each as its container's first bytes say,
+    # whatever type the browser declared.
     recordings = {
-        "webm": (b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01" + bytes(200), "audio/webm"),
-        "ogg": (b"OggS\x00\x02" + bytes(200), "audio/ogg"),
-        "mp4": (b"\x00\x00\x00\x1cftypM4A " + bytes(200), "audio/mp4"),
-        "mp3": (b"ID3\x04\x00" + bytes(200), "audio/mpeg"),
+        ("recording.webm", "audio/webm"): (b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01" + bytes(200), "video/webm"),
+        ("recording.ogg", "audio/ogg"): (b"OggS\x00\x02" + bytes(200), "audio/ogg;codecs=opus"),
+        ("recording.mp4", "audio/mp4"): (b"\x00\x00\x00\x1cftypM4A " + bytes(200), "audio/x-m4a"),
+        ("recording.mp3", "audio/mpeg"): (b"ID3\x04\x00" + bytes(200), "application/octet-stream"),
     }
     client = signed_in(alice)
     for data, content_type in recordings.values():
         assert client.post(URL, upload(data, content_type)).status_code == 200
 
-    assert [request.body["file"].filename for request in dictation.requests] == [
-        f"recording.{extension}" for extension in recordings]
+    assert [(request.body["file"].filename, request.body["file"].content_type)
+            for request in dictation.requests] == list(recordings)
 
 
 def test_the_panel_offers_the_microphone_with_its_limits_and_its_token_works(
@@ -201,6 +202,17 @@ def test_a_recording_past_the_size_limit_is_refused_unread(
     assert response.json() == {"error": "The recording is too large: at most 1 kB. Record a shorter message."}
     assert dictation.requests == []
     assert rows() == before
+
+
+def test_a_form_whose_other_fields_are_too_large_is_refused_as_too_large(
+    dictation: FakeTranscriptionServer, alice: Any
+) -> None:
+    with override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1_000):
+        response = signed_in(alice).post(URL, {**upload(wav_recording(seconds=0.01)), "note": "x" * 2_000})
+
+    assert response.status_code == 413
+    assert response.json()["error"].startswith("The recording is too large")
+    assert dictation.requests == []
 
 
 @pytest.mark.parametrize(("data", "content_type"), [
@@ -315,3 +327,58 @@ def test_the_check_asks_for_whole_limits_and_is_quiet_when_all_is_well(dictation
 
     assert errors == ["ASSISTANT['DICTATION_MAX_SECONDS'] = 0 is not a whole number of at least 1.",
                       "ASSISTANT['DICTATION_MAX_BYTES'] = '4 MB' is not a whole number of at least 1."]
+
+
+BOUNDARY = "odd-boundary"
+
+
+def multipart(*parts: tuple[bytes, bytes]) -> bytes:
+    """A multipart/form-data body of raw (part headers, data) pairs, as any client could send it."""
+    body = b"".join(b"--" + BOUNDARY.encode() + b"\r\n" + head + b"\r\n\r\n" + data + b"\r\n" for head, data in parts)
+    return body + b"--" + BOUNDARY.encode() + b"--\r\n"
+
+
+def audio_part(filename: bytes = b"recording.wav", content_type: bytes = b"audio/wav") -> bytes:
+    return (b'Content-Disposition: form-data; name="audio"; filename="' + filename + b'"\r\n'
+            b"Content-Type: " + content_type)
+
+
+# name: (body, its content type if not multipart with BOUNDARY, the status it is answered with)
+ODD_FORMS: dict[str, tuple[bytes, str, int]] = {
+    # What the browser says of the file is not passed on: the recording is named and typed by its bytes.
+    "a file name with NUL": (multipart((audio_part(b"rec\x00ording.wav"), wav_recording())), "", 200),
+    "a content type with NUL": (multipart((audio_part(content_type=b"audio/\x00wav"), wav_recording())), "", 200),
+    # Parts Django's parser will not read, or reads as no file.
+    "a file name that is not UTF-8": (multipart((audio_part(b"\xff\xfe.wav"), wav_recording())), "", 400),
+    "a file name of 50 KB": (multipart((audio_part(b"x" * 50_000), wav_recording())), "", 400),
+    "a content type of 10 KB": (multipart((audio_part(content_type=b"audio/" + b"x" * 10_000), wav_recording())),
+                                "", 400),
+    "the field as text with NUL": (multipart((b'Content-Disposition: form-data; name="audio"', b"\x00")), "", 400),
+    "the field as bytes that are not UTF-8": (
+        multipart((b'Content-Disposition: form-data; name="audio"', b"\xff\xfe\xfd")), "", 400),
+    "a part without a name": (multipart((b"Content-Disposition: form-data", wav_recording())), "", 400),
+    "a form cut off": (multipart((audio_part(), wav_recording()))[:200], "", 400),
+    "no boundary": (multipart((audio_part(), wav_recording())), "multipart/form-data", 400),
+    "a boundary of 1,000 characters": (b"--" + b"b" * 1000 + b"\r\n", "multipart/form-data; boundary=" + "b" * 1000,
+                                       400),
+    "2,000 fields": (multipart(*[(b'Content-Disposition: form-data; name="f%d"' % n, b"x") for n in range(2000)]),
+                     "", 400),
+    "200 files": (multipart(*[(b'Content-Disposition: form-data; name="f%d"; filename="a.wav"' % n, b"x")
+                             for n in range(200)]), "", 400),
+    "urlencoded NUL": (b"audio=%00", "application/x-www-form-urlencoded", 400),
+    "urlencoded bytes that are not UTF-8": (b"audio=%FF%FE", "application/x-www-form-urlencoded", 400),
+}
+
+
+@pytest.mark.parametrize("odd", sorted(ODD_FORMS))
+def test_an_odd_form_is_answered_in_words_never_a_500(dictation: FakeTranscriptionServer, alice: Any, odd: str) -> None:
+    body, content_type, status = ODD_FORMS[odd]
+    client = Client(raise_request_exception=False)
+    client.force_login(alice)
+
+    response = client.post(URL, body, content_type=content_type or f"multipart/form-data; boundary={BOUNDARY}")
+
+    assert response.status_code == status, response.content
+    assert set(response.json()) == ({"text"} if status == 200 else {"error"})
+    received = [request.body["file"] for request in dictation.requests]
+    assert received == ([FormFile("recording.wav", "audio/wav", wav_recording())] if status == 200 else [])
