@@ -20,6 +20,7 @@ class AssistantConfig(AppConfig):
         from assistant.tasks import worker_queue_connect_celery
         from assistant.tools import autodiscover
         from assistant.tools import checks as tool_checks  # noqa: F401  (registers the tool checks)
+        from assistant.voice import checks as voice_checks  # noqa: F401  (registers the dictation check)
 
         autodiscover()
         # The domain hands work to workers through a port (assistant/infra/worker_queue.py); here it is Celery's.

@@ -125,6 +125,16 @@ DEFAULTS: dict[str, Any] = {
     # (superusers included) adds, changes or deletes them there; True gives back Django's usual permissions.
     # Retention is `manage.py assistant_prune --older-than 90d`.
     "ADMIN_EVIDENCE_EDITABLE": False,
+    # Dictation (assistant/voice/): the model that turns a recording into text, named as chat models are
+    # (`openai:whisper-1`, or `NAME:MODEL` for a PROVIDERS entry of kind openai: any server that speaks
+    # /v1/audio/transcriptions). None: no microphone in the panel, and the endpoint answers 404. A recording stops
+    # by itself after DICTATION_MAX_SECONDS; the endpoint refuses one larger than DICTATION_MAX_BYTES, and more
+    # than DICTATIONS_PER_MINUTE from one person. The default maximum stays under Django's FILE_UPLOAD_MAX_MEMORY_SIZE,
+    # below which its ASGI handler keeps a request's body in memory too.
+    "TRANSCRIPTION_MODEL": None,
+    "DICTATION_MAX_SECONDS": 60,
+    "DICTATION_MAX_BYTES": 2_000_000,
+    "DICTATIONS_PER_MINUTE": 10,
     # The optional sub-apps' keys are theirs: assistant/mcp/conf.py, assistant/evals/conf.py.
 }
 

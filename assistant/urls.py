@@ -10,6 +10,7 @@ from django.urls import URLPattern, URLResolver, include, path
 
 from assistant import views
 from assistant.operations import health
+from assistant.voice.views import transcribe_view
 
 app_name = "assistant"
 
@@ -20,6 +21,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("memories/clear/", views.memories_clear_view, name="memories_clear"),
     path("attachments/", views.attachment_upload_view, name="attachments"),
     path("attachments/<int:attachment_id>/", views.attachment_file_view, name="attachment"),
+    # Dictation's recordings in, their text out (404 while no transcription model is configured).
+    path("transcribe/", transcribe_view, name="transcribe"),
     # Public, unlike the pages above: load balancers and uptime checks ask it without signing in.
     path("healthz", health.healthz, name="healthz"),
 ]

@@ -325,6 +325,10 @@ if os.environ.get("ASSISTANT_MODEL"):
     ASSISTANT["MODEL"] = os.environ["ASSISTANT_MODEL"]
 if os.environ.get("ASSISTANT_EMBEDDER"):
     ASSISTANT["EMBEDDER"] = os.environ["ASSISTANT_EMBEDDER"]
+# Dictation in the panel (the microphone beside Send) through this transcription model, e.g. openai:whisper-1 (the
+# providers below); unset, no microphone.
+if os.environ.get("ASSISTANT_TRANSCRIPTION_MODEL"):
+    ASSISTANT["TRANSCRIPTION_MODEL"] = os.environ["ASSISTANT_TRANSCRIPTION_MODEL"]
 # Model providers: credentials and endpoints (unset = the provider's public API). With no
 # ASSISTANT_MODEL the built-in offline demo model answers; see docs/models.md.
 ASSISTANT["PROVIDERS"] = {

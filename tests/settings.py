@@ -44,7 +44,7 @@ ASSISTANT = {
     # A test's server may be started with a limit of its own, low enough to reach quickly
     # (ASSISTANT_RUNS_PER_MINUTE=5 in its environment; tests/mcp/test_limits_concurrency.py).
     **{name: int(os.environ[f"ASSISTANT_{name}"])
-       for name in ("RUNS_PER_MINUTE", "MCP_CALLS_PER_MINUTE", "MAX_IDENTICAL_TOOL_CALLS")
+       for name in ("RUNS_PER_MINUTE", "MCP_CALLS_PER_MINUTE", "MAX_IDENTICAL_TOOL_CALLS", "DICTATION_MAX_SECONDS")
        if os.environ.get(f"ASSISTANT_{name}")},
     # The suite's chats are the single assistant's, unless a test's server is started with ASSISTANT_SPEC.
     "SPEC": os.environ.get("ASSISTANT_SPEC") or "default",

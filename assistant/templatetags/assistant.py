@@ -1,5 +1,6 @@
 """The assistant's template tags: `{% load assistant %}` then `{% assistant_dock %}` in a base template; the panel
-asks `{% assistant_panel_links as panel_links %}` for the links the sub-apps add to its toolbar."""
+asks `{% assistant_panel_links as panel_links %}` for the links the sub-apps add to its toolbar, and
+`{% assistant_dictation as dictation %}` whether to draw the microphone."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from typing import Any
 from django import template
 from django.middleware.csrf import get_token
 
+from assistant.conf import assistant_settings
 from assistant.context_processors import model_label
 from assistant.panel_links import PanelLink, panel_links
+from assistant.voice.transcription import dictation_on
 
 register = template.Library()
 
@@ -35,3 +38,13 @@ def assistant_panel_links() -> tuple[PanelLink, ...]:
     """The links the installed sub-apps registered for the panel's toolbar (assistant/panel_links.py), in their
     order; the panel shows each whose URL is routed."""
     return panel_links()
+
+
+@register.simple_tag
+def assistant_dictation() -> dict[str, Any] | None:
+    """Where a transcription model is configured, the limits of a recording, for the microphone beside Send
+    (assistant/static/assistant/dictation.js); None draws no microphone."""
+    if not dictation_on():
+        return None
+    return {"max_seconds": assistant_settings.DICTATION_MAX_SECONDS,
+            "max_bytes": assistant_settings.DICTATION_MAX_BYTES}

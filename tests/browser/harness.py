@@ -65,8 +65,13 @@ class _Chromium:
         self._playwright: Any = None
         self._patch: pytest.MonkeyPatch | None = None
         self.browser: Any = None
+        #: Flags of the running module's own (`chromium_args`), added to every launch while it runs.
+        self.extra_args: tuple[str, ...] = ()
+        self._launched_with: tuple[str, ...] = ()
 
     def start(self) -> Any:
+        if self.browser is not None and self._launched_with != self.extra_args:
+            self.stop()  # launched for another module's flags
         if self.browser is None:
             from playwright.sync_api import sync_playwright
 
@@ -78,8 +83,9 @@ class _Chromium:
             self.browser = self._playwright.chromium.launch(
                 executable_path=CHROMIUM,
                 args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                      "--disable-component-update", "--disable-sync", "--no-first-run"],
+                      "--disable-component-update", "--disable-sync", "--no-first-run", *self.extra_args],
             )
+            self._launched_with = self.extra_args
         return self.browser
 
     def stop(self) -> None:
@@ -97,10 +103,19 @@ _CHROMIUM = _Chromium()
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[_Chromium]:
+def chromium_args() -> tuple[str, ...]:
+    """Flags a module adds to Chromium's command line (a fake microphone, say): its browser is launched with
+    them and stopped after it, so no other module's browser has them."""
+    return ()
+
+
+@pytest.fixture(scope="module")
+def chromium(chromium_args: tuple[str, ...]) -> Iterator[_Chromium]:
     """One headless Chromium for the module's browser tests; each test gets its own context in it."""
+    _CHROMIUM.extra_args = tuple(chromium_args)
     yield _CHROMIUM
     _CHROMIUM.stop()
+    _CHROMIUM.extra_args = ()
 
 
 @pytest.fixture(autouse=True)

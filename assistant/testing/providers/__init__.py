@@ -1,4 +1,5 @@
-"""Fake model servers on 127.0.0.1 that speak the providers' HTTP APIs, for tests and benchmarks.
+"""Fake model servers on 127.0.0.1 that speak the providers' HTTP APIs (chat, and transcription for dictation), for
+tests and benchmarks.
 
 They check the request bodies the way the real APIs would refuse them (HTTP 400 with a message),
 record every request for assertions, and answer with queued replies: JSON or SSE streams, any
@@ -10,11 +11,14 @@ from __future__ import annotations
 from .anthropic_server import FakeAnthropicServer, anthropic_message, anthropic_stream
 from .openai_server import FakeOpenAIServer, openai_completion, openai_stream
 from .server import FakeServer, Recorded, Reply, error_reply
+from .transcription_server import FakeTranscriptionServer, FormFile, transcription_reply
 
 __all__ = [
     "FakeAnthropicServer",
     "FakeOpenAIServer",
     "FakeServer",
+    "FakeTranscriptionServer",
+    "FormFile",
     "Recorded",
     "Reply",
     "anthropic_message",
@@ -23,6 +27,7 @@ __all__ = [
     "openai_completion",
     "openai_stream",
     "provider_settings",
+    "transcription_reply",
 ]
 
 

@@ -49,6 +49,8 @@ class FakeServer:
     """A threaded HTTP server on a free loopback port; use as a context manager."""
 
     path = "/"
+    #: Why a body that `read_body` could not make a dict of is refused.
+    unreadable = "not a JSON object"
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
@@ -58,6 +60,13 @@ class FakeServer:
         self._thread: threading.Thread | None = None
 
     # What subclasses provide.
+    def read_body(self, raw: bytes, headers: dict[str, str]) -> Any:
+        """The request's body as `validate` and the recorded requests see it: JSON, or else its text."""
+        try:
+            return json.loads(raw or b"null")
+        except json.JSONDecodeError:
+            return raw.decode(errors="replace")
+
     def validate(self, body: Any, headers: dict[str, str]) -> str | None:
         """Why the real API would refuse this request, or None."""
         return None
@@ -104,16 +113,13 @@ class FakeServer:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
-                try:
-                    body: Any = json.loads(raw or b"null")
-                except json.JSONDecodeError:
-                    body = raw.decode(errors="replace")
                 headers = {key.lower(): value for key, value in self.headers.items()}
+                body = server.read_body(raw, headers)
                 with server._lock:
                     server.requests.append(Recorded(self.path, headers, body))
                 if self.path.split("?")[0] != server.path:
                     reply = error_reply(404, f"no route {self.path}")
-                elif problem := (server.validate(body, headers) if isinstance(body, dict) else "not a JSON object"):
+                elif problem := (server.validate(body, headers) if isinstance(body, dict) else server.unreadable):
                     reply = server.bad_request(problem)
                 else:
                     with server._lock:
