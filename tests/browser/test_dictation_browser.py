@@ -1,9 +1,9 @@
 """Dictation in Chromium with a fake microphone (a WAV file played as the microphone's sound), through daphne, against
 the fake transcription server speaking the protocol over HTTP: the microphone beside Send records, stops when
-pressed again (or at the limit), and what the server heard lands in the message box at the cursor, unsent, with
-focus back there. Without a transcription model there is no microphone; a blocked microphone, a browser that
-cannot record and a failing server are each said in words, and the panel goes on working. Axe finds nothing
-serious while recording or after."""
+pressed again (or at the limit; closing the dock drops it), and what the server heard lands in the message box at
+the cursor, unsent, with focus back there. Without a transcription model there is no microphone; a blocked
+microphone, a browser that cannot record and a failing server are each said in words, and the panel goes on
+working. Axe finds nothing serious while recording or after."""
 
 from __future__ import annotations
 
@@ -179,6 +179,29 @@ def test_the_dock_dictates_from_the_keyboard(
     expect(box).to_have_value(SAID)
     expect(box).to_be_focused()
     assert_axe_clean(page, DOCK)
+
+
+def test_closing_the_dock_drops_a_recording_under_way(
+    page: Any, site_url: str, alice: Any, heard: FakeTranscriptionServer
+) -> None:
+    page.context.grant_permissions(["microphone"], origin=site_url)
+    log_in(page, site_url, "alice")
+    page.keyboard.press("Alt+Shift+A")
+    dock = page.locator(DOCK)
+    page.wait_for_selector(f"{DOCK} [data-assistant-status].is-connected")
+    dock.get_by_role("button", name="Dictate").click()
+    expect(dock.locator("[data-assistant-dictate-time]")).to_have_text("0:01")
+
+    page.keyboard.press("Escape")
+    expect(dock).to_be_hidden()
+    page.keyboard.press("Alt+Shift+A")
+
+    # Back to its first state, with nothing sent and nothing put in the message box.
+    microphone = dock.get_by_role("button", name="Dictate")
+    expect(microphone).to_have_attribute("aria-pressed", "false")
+    expect(microphone.locator("[data-assistant-dictate-time]")).to_be_hidden()
+    expect(dock.locator("[data-assistant-input]")).to_have_value("")
+    assert heard.requests == []
 
 
 def test_a_recording_stops_by_itself_at_the_limit(

@@ -65,7 +65,7 @@
     new MutationObserver(function () { self.follow(); })
       .observe(this.input, { attributes: true, attributeFilter: ["disabled"] });
     // A dock closed while recording stops listening at once, and keeps nothing of it.
-    var dock = root.closest(".assistant-dock");
+    var dock = this.dock = root.closest(".assistant-dock");
     if (dock) {
       new MutationObserver(function () { if (dock.hidden) self.discard(); })
         .observe(dock, { attributes: true, attributeFilter: ["hidden"] });
@@ -111,6 +111,10 @@
 
   Dictation.prototype.record = function (stream) {
     var self = this;
+    if (this.dock && this.dock.hidden) {  // closed while the browser asked for the microphone: no recording
+      release(stream);
+      return this.setState("idle");
+    }
     var type = TYPES.filter(function (candidate) { return MediaRecorder.isTypeSupported(candidate); })[0];
     var options = { audioBitsPerSecond: BITS_PER_SECOND };
     if (type) options.mimeType = type;
