@@ -118,6 +118,10 @@ class AgentMessage(models.Model):
     )
     # A reply a member wrote (a handoff): its spec, which the thread names beside the reply.
     member = models.CharField(max_length=100, blank=True)
+    # For a reply: the pages of this site it links to that its person could open when it was written (checked as
+    # them, assistant/live/links.py); a link to any other page of the site is shown as its text. Null: written
+    # before links were checked.
+    links = models.JSONField(null=True, blank=True)
     # The message this one follows in its thread: a question follows the answer before it (or a question left
     # unanswered), an answer its question. Messages with one parent are each other's branches: an edited
     # question beside the one it rewrote, an answer given again beside the earlier one. Null for a chat's first
@@ -362,6 +366,11 @@ class AgentStep(models.Model):
         null=True, blank=True,
         help_text="For a write that asks the person because the run read text someone else wrote: why, in words, "
         "and whose text it read (set when the step starts waiting).",
+    )
+    card = models.TextField(
+        blank=True,
+        help_text="For a tool call whose tool declares a card: the object it acted on or showed, drawn by the app's "
+        "own template as the person could see it then, sanitised (assistant/tools/cards.py).",
     )
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)

@@ -93,7 +93,7 @@ class ProjectListView(_KeepsUpMixin, LoginRequiredMixin, ListView):
         return super().get_context_data(showing_archived=self.request.GET.get("archived") == "1", **kwargs)
 
 
-@tool(name="tracker_project_create", description="Create a new project owned by you.")
+@tool(name="tracker_project_create", description="Create a new project owned by you.", card="tracker/project_card.html")
 class ProjectCreateView(LoginRequiredMixin, CreateView):
     form_class = ProjectForm
     template_name = "tracker/project_form.html"
@@ -149,7 +149,8 @@ class _OwnerOnlyMixin:
         return project
 
 
-@tool(name="tracker_project_update", description="Rename a project you own or change its description.")
+@tool(name="tracker_project_update", description="Rename a project you own or change its description.",
+      card="tracker/project_card.html")
 class ProjectUpdateView(LoginRequiredMixin, _OwnerOnlyMixin, UpdateView):
     model = Project
     form_class = ProjectForm
@@ -253,6 +254,7 @@ class TaskListView(_KeepsUpMixin, LoginRequiredMixin, ListView):
 
 @tool(
     name="tracker_task_create",
+    card="tracker/task_card.html",
     description="Create a task in one of your projects. Give the project by id or by exact name "
     "(e.g. \"Home\") and a title; the rest is optional.",
 )
@@ -308,6 +310,7 @@ class TaskImportView(LoginRequiredMixin, FormView):
 
 @tool(
     name="tracker_task_detail",
+    card="tracker/task_card.html",
     fields=["id", "title", "description", "status", "priority", "due_date", "estimate_hours",
             "project", "project__name", "assignee__username", "completed_at"],
     description="One task's details, by its id.",
@@ -327,6 +330,7 @@ class TaskDetailView(LoginRequiredMixin, DetailView):
 
 @tool(
     name="tracker_task_update",
+    card="tracker/task_card.html",
     description="Change a task's title, description, status, priority, assignee, due date or estimate. "
     "Needs the task's id; fields you leave out keep their current values.",
 )
@@ -350,6 +354,7 @@ class TaskUpdateView(LoginRequiredMixin, UpdateView):
 @shows(Task)
 @tool(
     name="tracker_task_complete",
+    card="tracker/task_card.html",
     suggest="Mark this task done",
     method="POST",
     descriptions={"pk": "Id of the task."},

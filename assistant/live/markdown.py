@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from html import escape
+from html import escape, unescape
 from typing import Any
 
 import nh3
@@ -30,6 +30,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from assistant.live.events import MAX_EVENT_STRING_CHARS
+from assistant.tools.reads import SITE_PATH
 
 MAX_HTML_CHARS = MAX_EVENT_STRING_CHARS
 MAX_SOURCE_CHARS = 16_000  # most Markdown fits MAX_HTML_CHARS as HTML in one rendering
@@ -49,9 +50,8 @@ URL_SCHEMES = frozenset({"http", "https", "mailto"})
 LINK_REL = "noopener noreferrer nofollow"
 # What markdown-it-py writes for a fenced block's info string: `language-` and the first word.
 _LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,40}")
-# A link nh3 calls relative is kept only as a path from this site's root. Not `//host/…` or `/\\host`
-# (browsers read both as another host), nor a path relative to whichever page the panel is docked on.
-_SITE_PATH = re.compile(r"/(?![/\\])[^\x00-\x20]*")
+# A link nh3 calls relative is kept only as a path from this site's root (SITE_PATH), not a path relative to
+# whichever page the panel is docked on.
 _ABSOLUTE = re.compile(r"(?:https?|mailto):", re.IGNORECASE)
 
 
@@ -59,7 +59,7 @@ def _keep_attribute(tag: str, name: str, value: str) -> str | None:
     if tag == "code" and name == "class":
         return value if _LANGUAGE_CLASS.fullmatch(value) else None
     if tag == "a" and name == "href":
-        return value if _ABSOLUTE.match(value) or _SITE_PATH.fullmatch(value) else None
+        return value if _ABSOLUTE.match(value) or SITE_PATH.fullmatch(value) else None
     return value
 
 
@@ -106,12 +106,44 @@ def _rest_note(left_out: int) -> str:
     return f"<p><em>… ({left_out} more characters not shown)</em></p>"
 
 
+# An anchor as _sanitise writes it (attributes double-quoted, never nested), and its address.
+_ANCHOR = re.compile(r"<a\b([^>]*)>(.*?)</a>", re.DOTALL)
+_HREF = re.compile(r'\bhref="([^"]*)"')
+
+
+def _href(attributes: str) -> str | None:
+    found = _HREF.search(attributes)
+    return unescape(found.group(1)) if found else None
+
+
+def site_links(text: str) -> list[str]:
+    """The addresses on this site that `text` (a reply's Markdown) links to once rendered, in order, each once."""
+    hrefs = (_href(match.group(1)) for match in _ANCHOR.finditer(render_markdown(text)))
+    return list(dict.fromkeys(href for href in hrefs if href is not None and SITE_PATH.fullmatch(href)))
+
+
+def _only_links_to(html: str, openable: frozenset[str]) -> str:
+    """`html` with each link to a page of this site not in `openable` left as its text: what the person may not
+    open (or what nobody checked) is named, never linked."""
+    def keep(match: re.Match[str]) -> str:
+        href = _href(match.group(1))
+        if href is None or not SITE_PATH.fullmatch(href) or href in openable:
+            return match.group(0)
+        return match.group(2)
+    return _ANCHOR.sub(keep, html)
+
+
 @lru_cache(maxsize=128)
-def render_markdown(text: str) -> str:
-    """`text` (a reply's Markdown) as sanitised HTML of at most MAX_HTML_CHARS characters.
+def render_markdown(text: str, openable: frozenset[str] | None = None) -> str:
+    """`text` (a reply's Markdown) as sanitised HTML of at most MAX_HTML_CHARS characters. `openable`: the pages
+    of this site it may link to (checked as its person when it was written, assistant/live/links.py); a link to
+    any other page of the site is left as its text. None: every page of the site (a reply written before
+    links were checked, or staff's view of one).
 
     Replies are rendered again on every load of their chat; the cache keeps that to one rendering per
     distinct reply and process."""
+    if openable is not None:
+        return _only_links_to(render_markdown(text), openable)
     source = text[:MAX_SOURCE_CHARS]
     for _ in range(4):
         left_out = len(text) - len(source)

@@ -50,7 +50,7 @@ def message_payload(message: AgentMessage, branch: dict[str, Any] | None = None,
     return {
         "id": message.pk, "chat_id": message.chat_id, "role": message.role, "content": message.content,
         "run_id": message.run_id, "parent_id": message.parent_id, "created_at": _time(message.created_at),
-        "html": render_markdown(message.content) if is_reply else None,
+        "html": render_markdown(message.content, reply_links(message)) if is_reply else None,
         "feedback": feedback_payload(message.run) if is_reply and message.run_id is not None else None,
         "about": _asked_about(message),
         # A reply a member wrote itself (a handoff): the member, which the thread names beside it.
@@ -58,6 +58,11 @@ def message_payload(message: AgentMessage, branch: dict[str, Any] | None = None,
         "branch": branch,
         "attachments": attachments if attachments is not None else _prefetched_attachments(message),
     }
+
+
+def reply_links(message: AgentMessage) -> frozenset[str] | None:
+    """The pages of the site a reply may link to, as render_markdown takes them (None: any, for older replies)."""
+    return frozenset(message.links) if isinstance(message.links, list) else None
 
 
 def _prefetched_attachments(message: AgentMessage) -> list[dict[str, Any]]:
@@ -106,7 +111,7 @@ def step_payload(step: AgentStep) -> dict[str, Any]:
         "tool_name": step.tool_name, "call_id": step.call_id, "arguments": step.arguments,
         "asked_arguments": step.asked_arguments, "result": step.result,
         "took_effect": step.took_effect, "reason": step.reason, "confirmation": step.confirmation,
-        "summary": step.summary or None, "containment": step.containment,
+        "summary": step.summary or None, "containment": step.containment, "card": step.card or None,
         "usage": {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens},
         "duration_ms": step.duration_ms, "created_at": _time(step.created_at),
         "changes": step_changes(step),

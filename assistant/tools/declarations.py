@@ -57,6 +57,9 @@ class ViewTool:
     #: Requests the panel suggests where this tool fits ("Archive this project"): on a page showing the
     #: tool's object for tools addressed by it, in an empty chat otherwise (assistant/page_context/).
     suggest: tuple[str, ...] = ()
+    #: A template of the site that draws the object a call acted on or showed (assistant/live/cards.py), shown
+    #: under its step; None: no card.
+    card: str | None = None
 
     kind_of = "view"
 
@@ -204,6 +207,7 @@ def tool(
     descriptions: dict[str, str] | None = None,
     describe: Callable[..., str] | None = None,
     suggest: str | Sequence[str] | None = None,
+    card: str | None = None,
 ) -> Callable[[Any], Any]:
     """Declare a view (function or class) as an assistant tool; returns the view unchanged.
 
@@ -229,12 +233,20 @@ def tool(
     "Archive this project" on the project's page, "List my projects" in an empty chat. Offered only to
     people who may use the tool; without it a suggestion is derived where one can be (see
     docs/page-context.md).
+
+    `card` names a template of the site ("tracker/task_card.html") that draws the object a call acted on or
+    showed, under its step in the panel: the object the call's own address names, else the one the view sent the
+    person to. It is given the object as they may read it (its declared reads' fields, as `object` and by its
+    model's name), rendered when the call has taken effect (a read: when it answered) and sanitised like a reply
+    (docs/tools.md, "Cards").
     """
     if describe is not None and not callable(describe):
         raise TypeError(f"@tool(describe=...) must be callable, not {type(describe).__name__}.")
     suggestions = (suggest,) if isinstance(suggest, str) else tuple(suggest or ())
     if not all(isinstance(text, str) and text.strip() for text in suggestions):
         raise TypeError("@tool(suggest=...) takes a request as text, or a list of them.")
+    if card is not None and (not isinstance(card, str) or not card.strip()):
+        raise TypeError("@tool(card=...) takes a template's name, such as \"tracker/task_card.html\".")
 
     def decorate(view: Any) -> Any:
         is_class = inspect.isclass(view)
@@ -261,6 +273,7 @@ def tool(
             suggest=tuple(" ".join(text.split()) for text in suggestions),
             kind_basis=basis,
             kind_reason=reason,
+            card=card,
         )
         if definition.method not in {"GET", "POST"}:
             raise ValueError(f"Tool {definition.name!r}: method must be GET or POST, not {definition.method!r}.")

@@ -163,6 +163,7 @@ def _call(definition: ViewTool, match: ResolverMatch, request: HttpRequest, extr
         return outcome
     assert response is not None
     outcome = response_outcome(definition, request, response)
+    outcome.called = request.path
     if not outcome.others_text and carries_text(outcome, response, argument_strings(arguments or {})):
         outcome.others_text = before if before is not None else answer_text(user, definition.name, match, outcome)
     return outcome

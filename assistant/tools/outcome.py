@@ -37,7 +37,7 @@ from assistant.conf import assistant_settings
 from assistant.tools.declarations import ViewTool
 from assistant.tools.pages import FIELDS_FIX, READ_FIX, WRITE_FIX
 from assistant.tools.provenance import others_text, unknown_text
-from assistant.tools.reads import OTHERS_TEXT, jsonable
+from assistant.tools.reads import OTHERS_TEXT, URL_KEY, jsonable, object_url
 from assistant.tools.registry import _where
 from assistant.tools.shows import shown_object
 
@@ -60,6 +60,9 @@ class ToolOutcome:
     # Text in the answer written by anyone but the person: who wrote it, which objects, where it was read
     # (assistant/tools/provenance.py). Empty: only the person's own text and the site's values.
     others_text: list[dict[str, Any]] = field(default_factory=list)
+    # The address a view tool's call was made to: with the page it sent the person to, where a card finds the
+    # object it acted on (assistant/live/cards.py). Not said to the model.
+    called: str = ""
 
     def to_model(self) -> dict[str, Any]:
         """A compact, JSON-serialisable answer to hand back to the model."""
@@ -127,6 +130,9 @@ def _declared_fields(obj: Any, names: list[str], missing: set[str]) -> dict[str,
             row[name] = _jsonable(_field_value(obj, name))
         except _Missing:
             missing.add(name)
+    url = object_url(obj) if URL_KEY not in names else None
+    if url is not None:
+        row[URL_KEY] = url  # its page, for an answer to link to
     return row
 
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import logging
+import re
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import models
 from django.db.models import F, Q
+from django.urls import NoReverseMatch
 
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool
@@ -23,6 +27,36 @@ _RANGE_TYPES = _INTEGER_TYPES | {"DecimalField", "FloatField", "DateField", "Dat
 OTHERS_TEXT = "others_text"
 ROW_KEY = "_assistant_row_pk"
 _FORMATS = {"DateField": "date", "DateTimeField": "date-time", "TimeField": "time", "UUIDField": "uuid"}
+#: The key under which a row carries its object's page (`get_absolute_url()`), for the model to link to.
+URL_KEY = "url"
+# A path of this site: not `//host/…` or `/\\host` (browsers read both as another host).
+SITE_PATH = re.compile(r"/(?![/\\])[^\x00-\x20]*")
+
+logger = logging.getLogger(__name__)
+
+
+def object_url(obj: Any) -> str | None:
+    """The path of the object's own page on this site (its `get_absolute_url()`), or None when it has none, it
+    cannot be made, or it leads off the site. Opening it is still the page's business, as the person."""
+    make = getattr(obj, "get_absolute_url", None)
+    if not callable(make):
+        return None
+    try:
+        url = make()
+    except (NoReverseMatch, AttributeError, ValueError, TypeError) as exc:
+        logger.warning("%s %r: get_absolute_url() failed (%s), so it is given without its page",
+                       type(obj).__name__, getattr(obj, "pk", None), exc)
+        return None
+    return url if isinstance(url, str) and SITE_PATH.fullmatch(url) else None
+
+
+def _pages_of(model: type[models.Model], pks: Iterable[Any]) -> dict[Any, str]:
+    """The pages of the rows `pks` of `model`, by pk (one query; none for a model without pages)."""
+    wanted = list(pks)
+    if not wanted or not callable(getattr(model, "get_absolute_url", None)):
+        return {}
+    found = model._default_manager.in_bulk(wanted)
+    return {pk: url for pk, obj in found.items() if (url := object_url(obj)) is not None}
 
 
 def _internal_type(field: Any) -> str:
@@ -145,6 +179,13 @@ def run_read(definition: ReadTool, user: Any, arguments: dict[str, Any]) -> dict
     rows = list(queryset.values(*definition.fields, **{ROW_KEY: F("pk")})[: limit + 1])
     shown = rows[:limit]
     results = [{name: jsonable(value) for name, value in row.items() if name != ROW_KEY} for row in shown]
+    if URL_KEY not in definition.fields:
+        # Each row's page, so that an answer naming it can link to it (checked again, as the person, when the
+        # answer is written: assistant/live/links.py).
+        pages = _pages_of(definition.model, (row[ROW_KEY] for row in shown))
+        for row, result in zip(shown, results, strict=True):
+            if row[ROW_KEY] in pages:
+                result[URL_KEY] = pages[row[ROW_KEY]]
     answer: dict[str, Any] = {"results": results, "returned": len(results), "truncated": len(rows) > limit}
     sources = others_text(user, definition.model, [(row[ROW_KEY], row) for row in shown], definition.fields,
                           where=definition.name)

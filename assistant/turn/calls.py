@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from assistant.access.authority import RunAuthority, SessionEnded
 from assistant.channel_policies import RecordedAnswers
+from assistant.live.cards import step_card
 from assistant.llm import ToolCall
 from assistant.models import AgentPlan, AgentRun, AgentStep
 from assistant.plans.offer import PLAN_TOOL, PlanTool
@@ -210,6 +211,8 @@ class AppTools(Toolset):
             spec=turn.config.get("spec"), profile=turn.config.get("permission_profile") or None,
             sent_from=turn.authority.sent_from,
         )
+        # The tool's card of what it did, drawn as the person sees the object now (assistant/live/cards.py).
+        step.card = step_card(turn.user, step.tool_name, outcome, sent_from=turn.authority.sent_from)
         record_outcome(turn, step, call, {**outcome.to_model(), **changed_by_person(step)}, started=started)
         if outcome.session_ended:
             raise SessionEnded()

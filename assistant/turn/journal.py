@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from assistant.infra import event_names
 from assistant.live.events import publish_to_user
+from assistant.live.links import openable_links
 from assistant.live.payloads import message_payload, run_event, run_payload
 from assistant.live.threads import branch_payloads
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
@@ -187,7 +188,8 @@ class StepJournal:
         if followed and followed["status"] == AgentPlan.Status.FAILED:
             # Said to the model with the outcome, as data: the plan is to be revised, not ploughed on with.
             step.result = {**outcome, "plan": {"step": followed["n"], "status": "failed", "next": REVISE}}
-        self.save(step, "state", "result", "took_effect", "reason", "duration_ms", stage=stage and self.plan is None)
+        self.save(step, "state", "result", "took_effect", "reason", "card", "duration_ms",
+                  stage=stage and self.plan is None)
         if followed:
             self._save_plan()
 
@@ -268,6 +270,7 @@ class StepJournal:
         `handed`: the reply is a member's answer (a handoff), and the message names the member. `question`: the
         person's message it answers, which the reply follows in the chat's thread (assistant/live/threads.py)."""
         reply = clean_text(reply)
+        links = openable_links(user, reply)  # read as the person, before the run's rows are taken
         with self._ending():
             # The chat's row before the run's, in the order a send or a delete takes them (a worker holding
             # the run while it waits for the chat would close a circle with a send holding the chat), and in
@@ -278,7 +281,7 @@ class StepJournal:
             # A member that wrote it is named on it: one handed over to, or the one this run was routed to.
             routed = bool(self.run.routed_from)
             message = AgentMessage(chat_id=self.run.chat_id, owner=user, role=AgentMessage.Role.ASSISTANT,
-                                   content=reply, run=self.run, created_at=at,
+                                   content=reply, run=self.run, created_at=at, links=links,
                                    parent_id=question.pk if question is not None else None,
                                    member=handed.member if handed is not None else self.run.spec if routed else "")
             run = self._end(status=Status.SUCCEEDED, reply=reply, reply_message=message,

@@ -81,11 +81,16 @@ def test_the_demo_requests_in_one_chat(alice: Any, board: Board) -> None:
         "tracker_task_list", {"status__in": ["todo", "doing"]}, False,
     )
     listed = [line for line in run.reply.splitlines() if line.startswith("- ")]
-    assert sorted(line[2:].split(" — ")[0] for line in listed) == sorted(board.open_titles)
+    pages = dict(Task.objects.values_list("title", "pk"))
+    # Each task named by a link to its page.
+    assert sorted(line[2:].split(" — ")[0] for line in listed) == sorted(
+        f"[{title}](/tracker/tasks/{pages[title]}/)" for title in board.open_titles)
     assert run.reply.startswith("Found 2 open tasks:")
     # Fields by name, stored values by their labels, the project by its name rather than its id.
-    assert "- Water plants — status: to do, priority: high, due date: 2026-12-02, project: Home" in listed
-    assert "- Write report — status: in progress, priority: normal, project: Work" in listed
+    water, report = pages["Water plants"], pages["Write report"]
+    assert (f"- [Water plants](/tracker/tasks/{water}/) — status: to do, priority: high, due date: 2026-12-02, "
+            "project: Home") in listed
+    assert f"- [Write report](/tracker/tasks/{report}/) — status: in progress, priority: normal, project: Work" in listed
     chat_id = run.chat_id
 
     # 2. A create that names its project; the tool takes the name, within what Alice can see.

@@ -174,7 +174,7 @@ def test_json_and_detail_views_hand_back_data(alice: Any, home: Project) -> None
     assert detail.status == "data"
     assert detail.data == {"id": done.pk, "title": "Done", "description": "", "status": "done", "priority": 2,
                            "due_date": None, "estimate_hours": 1.5, "project": home.pk, "project__name": "Home",
-                           "assignee__username": None, "completed_at": None}
+                           "assignee__username": None, "completed_at": None, "url": f"/tracker/tasks/{done.pk}/"}
 
 
 def test_reads_return_only_the_callers_rows_and_declared_fields(alice: Any, bob: Any, home: Project,
@@ -186,8 +186,10 @@ def test_reads_return_only_the_callers_rows_and_declared_fields(alice: Any, bob:
 
     everything = execute_tool(alice, "tracker_task_list", {"limit": 50})
     assert everything.status == "data" and everything.data["returned"] == 7
+    # The declared fields, and each task's page (its get_absolute_url), for an answer to link to.
     assert set(everything.data["results"][0]) == {"id", "title", "status", "priority", "due_date", "project",
-                                                  "project__name", "assignee__username"}
+                                                  "project__name", "assignee__username", "url"}
+    assert all(row["url"] == f"/tracker/tasks/{row['id']}/" for row in everything.data["results"])
     assert {row["project"] for row in everything.data["results"]} == {home.pk}
 
     open_high = execute_tool(alice, "tracker_task_list", {"status__in": ["todo", "doing"], "ordering": "-priority",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,6 +173,7 @@ def describe_row(
     label = row[label_key] if label_key else f"#{row_id(row)}"
     if with_id and label_key:
         label = f"{label} (#{row_id(row)})"
+    label = linked(str(label), row.get("url"))
     facts: list[str] = []
     named: set[str] = set()
     for key, value in row.items():
@@ -192,6 +194,19 @@ def describe_row(
         label_of_value = labels.get(field_name.lower(), {}).get(str(value))
         facts.append(f"{shown}: {_in_sentence(label_of_value) if label_of_value else value}")
     return f"{label} — {', '.join(facts[:5])}" if facts else str(label)
+
+
+# A page of the site a reply can link to as it is: a path with nothing Markdown would read as the link's end.
+_LINKABLE = re.compile(r"/[^\s()<>\\]*")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>!])")
+
+
+def linked(label: str, url: Any) -> str:
+    """`label` as a Markdown link to `url`, the page a tool result gave for the object; as itself without one."""
+    if not isinstance(url, str) or not _LINKABLE.fullmatch(url):
+        return label
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", label)
+    return f"[{text}]({url})"
 
 
 def _in_sentence(label: str) -> str:

@@ -3,8 +3,9 @@
 // plans.js (a run's plan as a checklist above its steps).
 // It renders what the server says happened; the server's rows are the truth, so after any reconnect
 // it asks for the chat again (assistant.load) instead of trusting what it had drawn.
-// Text from the server is always set as text; the one exception is a reply's `html`, which the server
-// rendered from Markdown and sanitised with an allow-list (see assistant/live/markdown.py).
+// Text from the server is always set as text; the two exceptions are a reply's `html`, which the server
+// rendered from Markdown and sanitised with an allow-list (see assistant/live/markdown.py), and a step's `card`,
+// the app's template drawing the step's object, sanitised the same way (assistant/live/cards.py).
 (function () {
   "use strict";
 
@@ -465,6 +466,7 @@
       Steps.render(step, tool, row);
     }
     var root = this.rootOf(step.run_id);
+    this.showObjectCard(step, this.runs[root] || run);
     var waiting = step.state === "awaiting_confirmation" && !step.confirmation;
     if (waiting) {
       this.askToConfirm(step, run, row);
@@ -526,6 +528,19 @@
   };
 
   // The top run of `runId`'s tree (itself for a top run).
+  // A tool's card of the object its step acted on or showed, under the steps of the run the person asked (a
+  // member's too), where it stays in sight when they fold away.
+  Conversation.prototype.showObjectCard = function (step, top) {
+    if (typeof step.card !== "string" || !step.card) return;
+    if (!top.objectCards) top.objectCards = top.node.appendChild(el("div", "assistant-object-cards"));
+    if (top.objectCards.querySelector(':scope > [data-step-id="' + step.id + '"]')) return;
+    var card = el("section", "assistant-object-card");
+    card.dataset.stepId = step.id;
+    card.setAttribute("aria-label", "Card: " + Steps.text(step, this.tools[step.tool_name]));
+    card.innerHTML = step.card;  // sanitised by the server (an allow-list), as a reply's html is
+    top.objectCards.appendChild(card);
+  };
+
   Conversation.prototype.rootOf = function (runId) {
     var run = this.runs[runId];
     return run && run.member && run.rootId ? run.rootId : runId;
