@@ -55,3 +55,5 @@ SERVER_EVENTS: Final = frozenset({
 LAYER_BATCH: Final = "assistant.events"
 #: the AG-UI `CUSTOM` event a notice step becomes (docs/ag-ui.md; a plan keeps its name, PLAN).
 NOTICE: Final = "assistant.notice"
+#: the AG-UI `CUSTOM` event that carries a step's card, after its tool call's result (docs/ag-ui.md).
+CARD: Final = "assistant.card"

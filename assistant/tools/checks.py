@@ -8,6 +8,8 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Info, Warning, register
 from django.core.exceptions import FieldDoesNotExist
+from django.template import TemplateDoesNotExist, TemplateSyntaxError
+from django.template.loader import get_template
 
 from assistant.conf import assistant_settings, needs_assistant_settings
 from assistant.tools.declarations import TOOL_NAME, ReadTool, ViewTool
@@ -50,8 +52,27 @@ def _answer_messages(definition: ViewTool) -> list[CheckMessage]:
     return messages
 
 
+def _card_messages(definition: ViewTool) -> list[CheckMessage]:
+    """A card template that cannot be loaded: every step of the tool would go without its card."""
+    if not definition.card:
+        return []
+    try:
+        get_template(definition.card)
+    except TemplateDoesNotExist:
+        problem = "is not found by any template loader"
+    except TemplateSyntaxError as exc:
+        problem = f"does not compile: {exc}"
+    else:
+        return []
+    return [Error(
+        f"Tool {definition.name!r} declares card={definition.card!r}, which {problem}.",
+        hint="Name a template of an installed app (its templates/ folder) or of TEMPLATES' DIRS, as render() would.",
+        obj=_where(definition), id="assistant.E018",
+    )]
+
+
 def _view_messages(definition: ViewTool) -> list[CheckMessage]:
-    messages = _answer_messages(definition)
+    messages = _answer_messages(definition) + _card_messages(definition)
     binding = registry.binding(definition)
     if binding is None:
         messages.append(Error(

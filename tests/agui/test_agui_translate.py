@@ -265,3 +265,20 @@ def test_a_handed_over_reply_the_member_did_not_write_as_text_is_said_once_as_th
 
     assert said_texts(events) == [("reply-9", None, "Done.")]
 
+
+
+def test_a_steps_card_is_said_once_between_its_result_and_the_steps_end() -> None:
+    translator = Translator(thread_id="t", run_id="r", top=TOP)
+    card = '<p><a href="/tracker/tasks/3/">Buy milk</a></p>'
+    drawn = {**step(1, tool="tracker_task_create"), "card": card}
+
+    said = translator.rows(state(run(steps=[drawn, step(2, tool="plain")])))
+    again = translator.rows(state(run(steps=[drawn, step(2, tool="plain")])))
+
+    names = [(event.type.value, getattr(event, "name", None)) for event in said]
+    result = names.index(("TOOL_CALL_RESULT", None))
+    assert names[result + 1:result + 3] == [("CUSTOM", "assistant.card"), ("STEP_FINISHED", None)]
+    [custom] = [event for event in said if event.type == EventType.CUSTOM]
+    assert custom.value == {"toolCallId": "call-1-1", "html": card, "assistantRunId": TOP, "stepId": 101}
+    # A step without a card has none; rows read again say nothing twice.
+    assert [event.type for event in said].count(EventType.CUSTOM) == 1 and again == []

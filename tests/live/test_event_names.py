@@ -35,5 +35,5 @@ def test_server_events_are_the_documented_ones() -> None:
 def test_every_name_of_the_module_is_listed_or_said_to_be_no_event() -> None:
     constants = {value for name, value in vars(event_names).items() if name.isupper() and isinstance(value, str)}
     assert constants - event_names.CLIENT_EVENTS - event_names.SERVER_EVENTS == {
-        event_names.LAYER_BATCH, event_names.NOTICE,
+        event_names.LAYER_BATCH, event_names.NOTICE, event_names.CARD,
     }

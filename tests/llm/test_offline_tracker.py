@@ -90,7 +90,8 @@ def test_the_demo_requests_in_one_chat(alice: Any, board: Board) -> None:
     water, report = pages["Water plants"], pages["Write report"]
     assert (f"- [Water plants](/tracker/tasks/{water}/) — status: to do, priority: high, due date: 2026-12-02, "
             "project: Home") in listed
-    assert f"- [Write report](/tracker/tasks/{report}/) — status: in progress, priority: normal, project: Work" in listed
+    assert (f"- [Write report](/tracker/tasks/{report}/) — status: in progress, priority: normal, "
+            "project: Work") in listed
     chat_id = run.chat_id
 
     # 2. A create that names its project; the tool takes the name, within what Alice can see.

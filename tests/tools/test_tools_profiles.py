@@ -156,11 +156,19 @@ def test_system_checks_name_each_problem(alice: Any) -> None:
             return HttpResponse()
 
         tool(name="test_not_routed")(not_routed)
+
+        def carded(request: HttpRequest) -> HttpResponse:
+            return HttpResponse()
+
+        tool(name="test_card_missing", description="Shows a card.", method="GET", card="nowhere/card.html")(carded)
         found = _check_ids()
 
         # A name with spaces is also one MCP cannot offer (the site installs assistant.mcp): W040.
         assert set(found) == {"assistant.W010", "assistant.E014", "assistant.W011", "assistant.E011",
-                              "assistant.E010", "assistant.E012", "assistant.W040", "assistant.E017"}
+                              "assistant.E010", "assistant.E012", "assistant.W040", "assistant.E017",
+                              "assistant.E018"}
+        assert found["assistant.E018"] == ["Tool 'test_card_missing' declares card='nowhere/card.html', which is not "
+                                           "found by any template loader."]
         assert "'test_bad_scope' has scope='for_nobody', which is no method of" in found["assistant.E017"][0]
         assert "test no spaces" in found["assistant.W040"][0]
         assert "test_unscoped" in found["assistant.W010"][0]

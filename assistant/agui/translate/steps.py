@@ -1,6 +1,7 @@
 """A run's steps, walked in order from the rows, each said once: a model call's text (text.py); a tool call as
 TOOL_CALL_START, _ARGS and _END inside its STEP_STARTED, then its TOOL_CALL_RESULT and STEP_FINISHED once it has
-finished; a notice as a custom event. A member is walked where the step that asked it is."""
+finished (with a custom event carrying its card between them, if its tool drew one); a notice as a custom event.
+A member is walked where the step that asked it is."""
 
 from __future__ import annotations
 
@@ -90,8 +91,12 @@ class Steps(TextMessages):
             self._resulted.add(key)
             events += [ToolCallResultEvent(message_id=result_id(*key), tool_call_id=wire, role="tool",
                                            content=as_json(step["result"]),
-                                           metadata=self._step_metadata(run, step), **by),
-                       StepFinishedEvent(step_name=step_name(step), **by)]
+                                           metadata=self._step_metadata(run, step), **by)]
+            if isinstance(step.get("card"), str) and step["card"]:
+                # The tool's card of what it did: HTML the server drew with the app's template and sanitised.
+                events.append(CustomEvent(name=event_names.CARD, value={
+                    "toolCallId": wire, "html": step["card"], "assistantRunId": run, "stepId": step["id"]}, **by))
+            events.append(StepFinishedEvent(step_name=step_name(step), **by))
         elif key not in self._open_steps and not (step["state"] == "awaiting_confirmation"
                                                   and step["confirmation"] == "denied"):
             self._open_steps[key] = step_name(step)
