@@ -11,10 +11,12 @@ the person's read does not give (another person's e-mail, a password, a field no
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.test import override_settings
+from django.test import Client, override_settings
+from django.urls import reverse
 
 from assistant.live.cards import step_card
 from assistant.models import AgentMessage, AgentStep
@@ -83,8 +85,8 @@ def test_a_reply_links_only_the_pages_its_person_can_open(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.worker
-def test_a_step_shows_the_tools_card_of_what_it_did_live_and_after_a_reload(
-    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+def test_a_step_shows_the_tools_card_of_what_it_did_live_after_a_reload_and_to_staff(
+    alice: Any, user_factory: Callable[..., Any], celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     home = Project.objects.create(owner=alice, name="Home")
     fake_openai.queue(
@@ -108,7 +110,13 @@ def test_a_step_shows_the_tools_card_of_what_it_did_live_and_after_a_reload(
         assert "<dd>To do</dd>" in card and "<dd>High</dd>" in card and "<dd>Home</dd>" in card
         assert '<time datetime="2026-12-24">2026-12-24</time>' in card
     # The model reads the outcome, not the card.
-    assert "card" not in str(AgentStep.objects.get(tool_name="tracker_task_create").result)
+    step = AgentStep.objects.get(tool_name="tracker_task_create")
+    assert "card" not in str(step.result)
+    # Staff's timeline of the run shows the card the person was shown.
+    staff = Client()
+    staff.force_login(user_factory("staff", is_staff=True, is_superuser=True))
+    page = staff.get(reverse("admin:assistant_agentrun_change", args=[step.run_id])).content.decode()
+    assert 'aria-label="The card the person was shown"' in page and step.card in page
 
 
 PRYING_CARD = (
