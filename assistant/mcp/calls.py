@@ -32,6 +32,7 @@ from django.utils import timezone
 from django_mcpz.server import ToolError
 
 from assistant.conf import assistant_settings
+from assistant.live.cards import step_card
 from assistant.mcp.agent_calls import agent_call_declined, agent_call_reply
 from assistant.mcp.channel import MCP
 from assistant.mcp.conf import mcp_settings
@@ -321,9 +322,11 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
     answer = outcome.to_model()
     containment_note(caller, outcome)
     duration_ms = int((time.monotonic() - started) * 1000)
+    # The tool's card of what it did, for the person's panel and staff, as in a panel run (assistant/live/cards.py).
+    step.card = step_card(caller.user, step.tool_name, outcome)
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run.pk)
-        step_finish(run, step, answer, duration_ms=duration_ms)
+        step_finish(run, step, answer, duration_ms=duration_ms, also_saved=["card"] if step.card else ())
         if outcome.others_text:  # the run is labelled as a panel run is by what it read
             run.others_text = merge(run.others_text, outcome.others_text)
             run.save(update_fields=["others_text"])

@@ -237,3 +237,17 @@ def test_choosing_a_channel_costs_the_dashboard_no_more_queries(
     with CaptureQueriesContext(connection) as mcp_queries:
         staff.get(DASHBOARD + "?channel=mcp")
     assert len(mcp_queries) == len(all_queries) <= 12, [query["sql"] for query in mcp_queries]
+
+
+def test_a_call_of_the_agents_leaves_its_tools_card_on_the_step_as_a_panel_call_does(
+        alice: Any, laptop: AccessToken, staff: Client) -> None:
+    made = agent_calls(alice, laptop, "tracker_project_create", {"name": "Garden", "description": "Beds & paths"})
+
+    [step] = AgentStep.objects.filter(run=made, tool_name="tracker_project_create")
+    garden = Project.objects.get(name="Garden")
+    # The tracker's project card, as alice reads the project she made.
+    assert f'<a href="/tracker/projects/{garden.pk}/" rel="noopener noreferrer nofollow">Garden</a>' in step.card
+    assert "Beds &amp; paths" in step.card and "<dd>alice</dd>" in step.card
+    # The agent's model is told the outcome, never the card; staff see the card on the run's page.
+    assert "card" not in str(step.result)
+    assert step.card in staff.get(f"{RUN_LIST}{made.pk}/change/").content.decode()
