@@ -16,6 +16,7 @@ from redis.exceptions import RedisError
 from assistant.conf import assistant_redis_url, assistant_settings, needs_assistant_settings, settings_problem
 from assistant.embeddings import EmbeddingError, get_embedder
 from assistant.llm import ModelError, get_model
+from assistant.llm.prices import price_problems
 from assistant.operations.health import (
     DeclaredTools,
     redis_status,
@@ -382,3 +383,12 @@ def check_model_and_embedder(app_configs: Any, **kwargs: Any) -> list[CheckMessa
                             hint=f"For `local`, install its weights: `{INSTALL_HINT}`. Or use openai:MODEL.",
                             id="assistant.E005"))
     return errors
+
+
+@register()
+@needs_assistant_settings
+def check_prices(app_configs: Any, **kwargs: Any) -> list[CheckMessage]:
+    """A price that cannot be read would count its model's calls as free: said at start-up."""
+    return [Error(problem, hint='A price is {"input": "0.40", "output": "1.60"} per million tokens, optionally with '
+                  '"cached_input"; see docs/configuration.md, "Prices and allowances".', id="assistant.E060")
+            for problem in price_problems()]

@@ -96,6 +96,10 @@ DEFAULTS: dict[str, Any] = {
     # Providers.
     "REQUEST_TIMEOUT_SECONDS": 60.0,
     "MAX_OUTPUT_TOKENS": 1024,
+    # What models cost, per million tokens (assistant/llm/prices.py): {"openai:gpt-4.1-mini": {"input": "0.40",
+    # "cached_input": "0.10", "output": "1.60"}}; none by default. The currency the prices (and allowances) are in.
+    "PRICES": {},
+    "CURRENCY": "USD",
     "PROVIDERS": {},
     # Failover (assistant/llm/failover.py): retries of a transient failure per provider and call,
     # exponential backoff from RETRY_BACKOFF_SECONDS capped at RETRY_BACKOFF_MAX_SECONDS; a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -167,6 +168,8 @@ class AgentRun(models.Model):
         MAX_MODEL_CALLS = "max_model_calls"
         MAX_TOOL_CALLS = "max_tool_calls"
         MAX_TOKENS = "max_tokens"
+        # Its token limit was what was left of the person's allowance (assistant/runs/allowances.py).
+        ALLOWANCE = "allowance"
         REPEATED_TOOL_CALL = "repeated_tool_call"
         MODEL_ERROR = "model_error"
         INTERNAL_ERROR = "internal_error"
@@ -220,6 +223,9 @@ class AgentRun(models.Model):
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
     total_tokens = models.PositiveIntegerField(default=0)
+    # What its own model calls cost, in the CURRENCY setting (assistant/llm/prices.py); null when none of them had
+    # a price. A member's run keeps its own: a tree's cost is the sum of its runs'.
+    cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     model_calls = models.PositiveIntegerField(default=0)
     tool_calls = models.PositiveIntegerField(default=0)
     tool_errors = models.PositiveIntegerField(default=0)
@@ -374,6 +380,10 @@ class AgentStep(models.Model):
     )
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    # Of a model call's prompt tokens, those the provider read from its cache (priced lower).
+    cached_tokens = models.PositiveIntegerField(default=0)
+    # What a model call cost, by the PRICES setting when it was made; null when its model had no price.
+    cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
     duration_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -409,7 +419,7 @@ class AgentStep(models.Model):
         return self.kind == self.Kind.TOOL_CALL and (self.result or {}).get("status") in self.FAILED_OUTCOMES
 
 
-def step_counts(steps: Iterable[AgentStep]) -> dict[str, int]:
+def step_counts(steps: Iterable[AgentStep]) -> dict[str, Any]:
     """A run's counters as its steps give them: model calls, tool calls, failed tool calls and tokens. A run
     is closed with these; staff see them counted the same way while it is still active."""
     steps = list(steps)
@@ -420,6 +430,8 @@ def step_counts(steps: Iterable[AgentStep]) -> dict[str, int]:
         "tool_errors": sum(1 for step in tool_steps if step.failed),
         "prompt_tokens": sum(step.prompt_tokens for step in steps),
         "completion_tokens": sum(step.completion_tokens for step in steps),
+        # The sum of the costs known; None when no step had a price.
+        "cost": sum(costs, Decimal(0)) if (costs := [step.cost for step in steps if step.cost is not None]) else None,
     }
 
 
@@ -547,3 +559,36 @@ class AgentMemory(models.Model):
         if self.embedding is not None:
             self.dims = len(self.embedding)
         super().save(*args, **kwargs)
+
+
+class AgentAllowance(models.Model):
+    """What one person, or each member of a group, may spend on the assistant's models: tokens and money
+    (in the CURRENCY setting), per day and per month, each left empty for no limit. Staff set them in the
+    admin; a run is given no more than is left (assistant/runs/allowances.py). A person's own allowance
+    is theirs whatever their groups say; without one, each limit is the most generous of their groups'."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="agent_allowance", help_text="The person it is for, or…")
+    group = models.OneToOneField("auth.Group", null=True, blank=True, on_delete=models.CASCADE,
+                                 related_name="agent_allowance", help_text="…the group each of whose members it is "
+                                 "for (a person's own allowance wins over their groups').")
+    tokens_per_day = models.PositiveBigIntegerField(null=True, blank=True,
+                                                    help_text="Tokens a day, counted from midnight; empty: no limit.")
+    tokens_per_month = models.PositiveBigIntegerField(null=True, blank=True,
+                                                      help_text="Tokens a month, from the 1st; empty: no limit.")
+    cost_per_day = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True,
+                                       help_text="Money a day, by the PRICES setting; empty: no limit.")
+    cost_per_month = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True,
+                                         help_text="Money a month, by the PRICES setting; empty: no limit.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["group__name", "user__username"]
+        constraints = [
+            models.CheckConstraint(condition=Q(user__isnull=False, group__isnull=True)
+                                   | Q(user__isnull=True, group__isnull=False), name="allowance_for_one_holder"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Allowance of {self.user}" if self.user_id else f"Allowance of the group {self.group}"

@@ -38,6 +38,7 @@ from assistant.models import AgentAttachment, AgentChat, AgentMessage, AgentPlan
 from assistant.page_context import BadPage, page_context
 from assistant.plans.offer import PLAN_TOOL
 from assistant.plans.record import plan_event
+from assistant.runs.allowances import AllowanceSpent, allowance_hold
 from assistant.runs.cancel_flags import request_cancel
 from assistant.runs.lifecycle import (
     STOPPED_BY_YOU,
@@ -159,6 +160,7 @@ def chat_send(
         follows = edited.parent_id if edited is not None else chat.thread_end
 
     config = run_config(spec=chat.spec)
+    _within_the_allowance(user, config)
     if seen is not None:
         config["page"] = seen.as_data()
     if given:
@@ -196,6 +198,7 @@ def chat_regenerate(*, user: Any, message_id: int, request_id: Any = None,
     _refuse_agent_chat(chat)
     _supersede_waiting(chat)
     config = run_config(spec=chat.spec)
+    _within_the_allowance(user, config)
     first = (AgentRun.objects.filter(pk=question.run_id).values_list("config", flat=True).first() or {}
              if question.run_id is not None else {})
     if first.get("page"):
@@ -273,6 +276,15 @@ def _within_the_rate(user: Any) -> datetime:
     if _sends_held_runs_counted(user.pk, since=since, at_most=per_minute) >= per_minute:
         raise Refused("rate_limited", RATE_LIMITED)
     return since
+
+
+def _within_the_allowance(user: Any, config: dict[str, Any]) -> None:
+    """Give the run no more than is left of the person's allowances (its config's token limit, and its hold), or
+    refuse the send saying which is spent and when it resets (assistant/runs/allowances.py)."""
+    try:
+        allowance_hold(user, config)
+    except AllowanceSpent as spent:
+        raise Refused("allowance_spent", spent.message) from None
 
 
 def _write_within_the_rate(user: Any, since: datetime, *, inserts: list[Any]) -> None:

@@ -138,7 +138,7 @@ class AnthropicMessagesModel(RemoteModel):
         return ModelResponse(
             text="".join(text),
             tool_calls=tuple(calls),
-            usage=Usage(usage.input_tokens or 0, usage.output_tokens or 0),
+            usage=_usage(usage),
             model=message.model or self.config.model,
             provider=self.name,
         )
@@ -146,13 +146,14 @@ class AnthropicMessagesModel(RemoteModel):
     def _read_stream(self, stream: Any, on_text_delta: TextDeltaCallback) -> ModelResponse:
         text: list[str] = []
         blocks: dict[int, dict[str, Any]] = {}
-        prompt_tokens = completion_tokens = 0
+        prompt_tokens = completion_tokens = cached_tokens = 0
         model = ""
         with stream:
             for event in stream:
                 if event.type == "message_start":
                     model = event.message.model or model
-                    prompt_tokens = event.message.usage.input_tokens or 0
+                    started = _usage(event.message.usage)
+                    prompt_tokens, cached_tokens = started.prompt_tokens, started.cached_tokens
                     completion_tokens = event.message.usage.output_tokens or 0
                 elif event.type == "content_block_start":
                     block = event.content_block
@@ -178,7 +179,16 @@ class AnthropicMessagesModel(RemoteModel):
         return ModelResponse(
             text="".join(text),
             tool_calls=tuple(calls),
-            usage=Usage(prompt_tokens, completion_tokens),
+            usage=Usage(prompt_tokens, completion_tokens, cached_tokens=cached_tokens),
             model=model or self.config.model,
             provider=self.name,
         )
+
+
+def _usage(reported: Any) -> Usage:
+    """A message's tokens: its prompt is what it read anew, wrote to the prompt cache and read from it (the API
+    counts the three apart); the last are its cached tokens."""
+    cache_read = getattr(reported, "cache_read_input_tokens", None) or 0
+    cache_written = getattr(reported, "cache_creation_input_tokens", None) or 0
+    return Usage((reported.input_tokens or 0) + cache_read + cache_written, reported.output_tokens or 0,
+                 cached_tokens=cache_read)

@@ -138,7 +138,7 @@ class OpenAIChatModel(RemoteModel):
         return ModelResponse(
             text=message.content or "",
             tool_calls=tuple(calls),
-            usage=Usage(usage.prompt_tokens or 0, usage.completion_tokens or 0) if usage else Usage(),
+            usage=_usage(usage),
             model=completion.model or self.config.model,
             provider=self.name,
         )
@@ -157,7 +157,7 @@ class OpenAIChatModel(RemoteModel):
             for chunk in stream:
                 model = chunk.model or model
                 if chunk.usage is not None:
-                    usage = Usage(chunk.usage.prompt_tokens or 0, chunk.usage.completion_tokens or 0)
+                    usage = _usage(chunk.usage)
                 for choice in chunk.choices:
                     delta = choice.delta
                     if delta.content:
@@ -195,3 +195,12 @@ class OpenAIChatModel(RemoteModel):
             model=model or self.config.model,
             provider=self.name,
         )
+
+
+def _usage(reported: Any) -> Usage:
+    """The tokens a completion reports, with those of its prompt read from the provider's cache."""
+    if reported is None:
+        return Usage()
+    details = getattr(reported, "prompt_tokens_details", None)
+    return Usage(reported.prompt_tokens or 0, reported.completion_tokens or 0,
+                 cached_tokens=(getattr(details, "cached_tokens", None) or 0) if details is not None else 0)

@@ -137,6 +137,8 @@ class Usage:
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Of the prompt's tokens, those the provider read from its prompt cache (priced lower; assistant/llm/prices.py).
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
@@ -115,12 +116,14 @@ class RunFigures:
     completion_tokens: int
     total_tokens: int
     pending: bool
+    #: What its model calls cost (the CURRENCY setting); None when none had a price.
+    cost: Decimal | None = None
 
 
 def run_figures(run: AgentRun, steps: Iterable[AgentStep] | None = None) -> RunFigures:
     if not run.is_active:
         return RunFigures(run.model_calls, run.tool_calls, run.tool_errors, run.prompt_tokens,
-                          run.completion_tokens, run.total_tokens, pending=False)
+                          run.completion_tokens, run.total_tokens, pending=False, cost=run.cost)
     # Counted as `run_finish` will count them, so the pending figures become the final ones.
     counts = step_counts(run.steps.all() if steps is None else steps)
     return RunFigures(**counts, total_tokens=counts["prompt_tokens"] + counts["completion_tokens"], pending=True)

@@ -26,6 +26,7 @@ from assistant.conf import assistant_settings
 from assistant.infra import event_names
 from assistant.live.events import publish_to_user
 from assistant.live.payloads import chat_payload, message_payload, run_event, run_payload, step_payload
+from assistant.llm.prices import price_table
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.record import run_plan_close
 from assistant.runs.cancel_flags import request_cancel
@@ -75,7 +76,7 @@ def run_config(*, spec: str | None = None) -> dict[str, Any]:
     return {
         **own, "embedder": s.EMBEDDER, "spec": spec, "permission_profile": profile,
         "max_identical_tool_calls": s.MAX_IDENTICAL_TOOL_CALLS, "keep_messages": s.KEEP_MESSAGES,
-        "recall_limit": s.RECALL_LIMIT, "plans": s.PLANS,
+        "recall_limit": s.RECALL_LIMIT, "plans": s.PLANS, "prices": price_table(),
     }
 
 
@@ -491,7 +492,7 @@ def _run_close(
     run.profile_recorded_at = now
     fields = [
         "status", "stop_reason", "error", "reply", "model_calls", "tool_calls", "tool_errors", "prompt_tokens",
-        "completion_tokens", "total_tokens", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
+        "completion_tokens", "total_tokens", "cost", "finished_at", "duration_ms", "lease_owner", "lease_expires_at",
         "intent", "profile_recorded_at", "session_sealed",
     ]
     if answered_by is not None:

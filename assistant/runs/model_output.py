@@ -101,7 +101,8 @@ def fit_response(response: ModelResponse) -> ModelResponse:
         response,
         text=clean_text(response.text),
         model=clean_text(response.model)[:MAX_NAME_CHARS],
-        usage=Usage(count(response.usage.prompt_tokens), count(response.usage.completion_tokens)),
+        usage=Usage(count(response.usage.prompt_tokens), count(response.usage.completion_tokens),
+                    cached_tokens=min(count(response.usage.cached_tokens), count(response.usage.prompt_tokens))),
     )
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from assistant.conf import assistant_settings
 from assistant.llm import Message
 from assistant.models import AgentRun, AgentStep
+from assistant.runs.allowances import allowance_stop_words
 from assistant.runs.lifecycle import run_setting
 from assistant.society.budget import Usage
 
@@ -69,15 +70,18 @@ class Limits:
                           f"The assistant stopped: it reached its limit of {limit} model calls for one request.")
         tokens = self.members.tokens + sum(step.prompt_tokens + step.completion_tokens for step in steps)
         token_limit = int(run_setting(self.run, "MAX_TOKENS_PER_RUN"))
+        # A limit that is what was left of the person's allowance says so, and when it resets.
+        allowance = allowance_stop_words(self.run.config)
         if tokens >= token_limit:
-            raise StopRun(Status.FAILED, AgentRun.StopReason.MAX_TOKENS,
-                          f"The assistant stopped: it used its budget of {token_limit} tokens for one request.")
+            raise StopRun(Status.FAILED, AgentRun.StopReason.ALLOWANCE if allowance else AgentRun.StopReason.MAX_TOKENS,
+                          allowance or f"The assistant stopped: it used its budget of {token_limit} tokens for one "
+                          "request.")
         # A call that might pass the budget is not made, so a run (and a tree, whose members share it) stays
         # within it: the call is predicted from what it will send, plus the most it may write.
         if tokens + self.predicted_call_tokens(steps, prompt, tools, continues=continues) > token_limit:
-            raise StopRun(Status.FAILED, AgentRun.StopReason.MAX_TOKENS,
-                          f"The assistant stopped: another model call would pass its budget of {token_limit} "
-                          "tokens for one request.")
+            raise StopRun(Status.FAILED, AgentRun.StopReason.ALLOWANCE if allowance else AgentRun.StopReason.MAX_TOKENS,
+                          allowance or f"The assistant stopped: another model call would pass its budget of "
+                          f"{token_limit} tokens for one request.")
 
     @staticmethod
     def predicted_call_tokens(steps: list[AgentStep], prompt: Sequence[Message], tools: Sequence[Any], *,

@@ -31,6 +31,7 @@ from assistant.infra import event_names
 from assistant.live.events import publish_to_user, publisher
 from assistant.live.payloads import run_event
 from assistant.llm import ChatModel, Message, ModelError, ModelResponse, ToolCall, get_model
+from assistant.llm.prices import call_cost, price_of
 from assistant.memory.store import memory_recall, memory_remember
 from assistant.models import AgentMemory, AgentMessage, AgentRun, AgentStep
 from assistant.plans.offer import PlanTool
@@ -445,6 +446,11 @@ class Turn:
                 "model": response.model, "provider": response.provider, "is_demo": response.is_demo,
             },
             prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
+            cached_tokens=response.usage.cached_tokens,
+            cost=call_cost(price_of(response.provider, response.model, table=self.run.config.get("prices")),
+                           prompt_tokens=response.usage.prompt_tokens,
+                           completion_tokens=response.usage.completion_tokens,
+                           cached_tokens=response.usage.cached_tokens),
             duration_ms=int((time.monotonic() - started) * 1000),
         )
 

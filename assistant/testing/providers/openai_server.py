@@ -122,8 +122,10 @@ def openai_stream(
     *,
     usage: tuple[int, int] | None = (11, 7),
     model: str = "fake-gpt",
+    cached: int = 0,
 ) -> Reply:
-    """A streamed chat.completion: text deltas, tool calls with arguments in fragments, usage last."""
+    """A streamed chat.completion: text deltas, tool calls with arguments in fragments, usage last (`cached`: of
+    its prompt tokens, those read from the prompt cache)."""
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
@@ -162,7 +164,8 @@ def openai_stream(
                     "created": 0,
                     "model": model,
                     "choices": [],
-                    "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+                    "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage),
+                              **({"prompt_tokens_details": {"cached_tokens": cached}} if cached else {})},
                 },
             )
         )

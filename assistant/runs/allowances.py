@@ -1,0 +1,188 @@
+"""Allowances: what a person may spend on the assistant's models in a day and in a month (AgentAllowance, set by
+staff in the admin), in tokens and in money (by the PRICES setting, assistant/llm/prices.py).
+
+A run is given no more than is left. When a person's message opens a run, what they have spent in each period
+is read — every ended run's own tokens and cost, plus what each of their runs still at work holds — and the
+run's token limit becomes at most what is left of the tightest of their limits (money turned into tokens at the
+dearest price of the run's model chain). The run holds that much until it ends, and its loop never passes its
+limit (assistant/turn/limits.py), nor do the members it asks, which share it (assistant/society/budget.py): so
+however many messages a person sends at once, what their runs can spend together stays within the allowance.
+The reading and the run's row are made under a lock of the person's, taken in the send's transaction: two
+sends of theirs read one after the other, each seeing the other's hold.
+
+What is left that would not pay for one answer of the model (MAX_OUTPUT_TOKENS) refuses the message, saying which
+allowance was used and when it resets. A run that reaches what is left stops at its next model call, saying so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.db.models import BigIntegerField, DecimalField, Q, Sum
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, Coalesce
+from django.utils import formats, timezone
+
+from assistant.conf import assistant_settings
+from assistant.llm.prices import most_per_token
+from assistant.models import AgentAllowance, AgentRun
+
+PERIODS = ("day", "month")
+_WORDS = {"day": "daily", "month": "monthly"}
+#: The run's config key its hold is kept under.
+ALLOWANCE = "allowance"
+# The first key of the person's lock (the second is their id): any number no other lock of the site uses.
+_LOCK_SPACE = 0x41_4C_57
+
+
+class AllowanceSpent(Exception):
+    """Nothing (or too little for one answer) is left of one of the person's allowances: `message` says which,
+    and when it resets (`resets_at`)."""
+
+    def __init__(self, message: str, resets_at: datetime) -> None:
+        super().__init__(message)
+        self.message, self.resets_at = message, resets_at
+
+
+@dataclass(frozen=True)
+class Limit:
+    period: str  # day | month
+    kind: str  # tokens | cost
+    amount: int | Decimal
+
+
+def limits_of(user: Any) -> list[Limit]:
+    """The person's limits: their own allowance's, else the most generous of their groups' (a group that sets no
+    limit of a kind gives them none of that kind). One query."""
+    rows = list(AgentAllowance.objects.filter(Q(user=user) | Q(group__user=user)).distinct())
+    own = [row for row in rows if row.user_id is not None]
+    chosen = own or rows
+    limits = []
+    for period in PERIODS:
+        for kind in ("tokens", "cost"):
+            amounts = [getattr(row, f"{kind}_per_{period}") for row in chosen]
+            if amounts and all(amount is not None for amount in amounts):
+                limits.append(Limit(period, kind, max(amounts)))
+    return limits
+
+
+def period_bounds(period: str, now: datetime) -> tuple[datetime, datetime]:
+    """Where `period` started and when it resets, in the site's time zone."""
+    local = timezone.localtime(now)
+    if period == "day":
+        start = local.replace(hour=0, minute=0, second=0, microsecond=0)
+        return start, start + timedelta(days=1)
+    start = local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    following = (start + timedelta(days=32)).replace(day=1)
+    return start, following
+
+
+@dataclass(frozen=True)
+class Spent:
+    tokens: int
+    cost: Decimal
+
+
+def spent_since(user: Any, starts: dict[str, datetime]) -> dict[str, Spent]:
+    """What the person spent in each period since its start, ended runs counted by their own tokens and cost and
+    runs at work by what they hold (a member's by its top run's hold, never twice). One statement, so a run that
+    ends meanwhile is counted once, one way or the other."""
+    allowance = KeyTransform(ALLOWANCE, "config")
+    held_tokens = Coalesce(Cast(KeyTextTransform("tokens", allowance), BigIntegerField()),
+                           Cast(KeyTextTransform("max_tokens_per_run", "config"), BigIntegerField()))
+    held_cost = Cast(KeyTextTransform("cost", allowance), DecimalField(max_digits=14, decimal_places=6))
+    at_work = Q(parent__isnull=True, status__in=AgentRun.ACTIVE_STATUSES)
+    ended = Q(status__in=AgentRun.ENDED_STATUSES) & (Q(root__isnull=True) | Q(root__status__in=AgentRun.ENDED_STATUSES))
+    sums: dict[str, Any] = {}
+    for period, start in starts.items():
+        since = Q(created_at__gte=start)
+        sums.update({
+            f"{period}_tokens": Sum("total_tokens", filter=ended & since),
+            f"{period}_cost": Sum("cost", filter=ended & since),
+            f"{period}_held_tokens": Sum(held_tokens, filter=at_work & since),
+            f"{period}_held_cost": Sum(held_cost, filter=at_work & since),
+        })
+    found = AgentRun.objects.filter(owner=user, created_at__gte=min(starts.values())).aggregate(**sums)
+    return {period: Spent(tokens=int(found[f"{period}_tokens"] or 0) + int(found[f"{period}_held_tokens"] or 0),
+                          cost=Decimal(found[f"{period}_cost"] or 0) + Decimal(found[f"{period}_held_cost"] or 0))
+            for period in starts}
+
+
+def _amount(limit: Limit, value: int | Decimal) -> str:
+    if limit.kind == "tokens":
+        return f"{formats.number_format(int(value), force_grouping=True)} tokens"
+    return f"{Decimal(value).quantize(Decimal('0.01'))} {assistant_settings.CURRENCY}"
+
+
+def _resets_in_words(resets_at: datetime, now: datetime) -> str:
+    local = timezone.localtime(resets_at)
+    hours = max(int((resets_at - now).total_seconds() // 3600), 0)
+    when = "midnight" if local.hour == 0 and local.minute == 0 else local.strftime("%H:%M")
+    if local.day == 1 and (resets_at - now) > timedelta(days=1):
+        return f"It resets on {local.day} {local.strftime('%B')}."
+    return f"It resets at {when} ({'in under an hour' if hours < 1 else f'in {hours} h'})."
+
+
+def _lock(user: Any) -> None:
+    """The person's allowance lock, held to the end of the send's transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_SPACE, int(user.pk) % 2_147_483_647])
+
+
+def allowance_hold(user: Any, config: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any] | None:
+    """Fit a run about to open for `user` (its `config`, changed in place) within their allowances: its token
+    limit at most what is left, and the hold kept in its config. None when no allowance applies; raises
+    AllowanceSpent when too little is left. Call it in the transaction that writes the run."""
+    limits = limits_of(user)
+    if not limits:
+        return None
+    _lock(user)
+    now = now or timezone.now()
+    bounds = {period: period_bounds(period, now) for period in {limit.period for limit in limits}}
+    spent = spent_since(user, {period: start for period, (start, _) in bounds.items()})
+    per_token = most_per_token(str(config.get("model") or assistant_settings.MODEL), config.get("prices"))
+    least: tuple[int, Limit] | None = None
+    for limit in limits:
+        used = spent[limit.period]
+        if limit.kind == "tokens":
+            left = int(limit.amount) - used.tokens
+        elif per_token is None or per_token == 0:
+            continue  # a model with no price spends nothing counted in money
+        else:
+            left = int(max(Decimal(limit.amount) - used.cost, Decimal(0)) / per_token)
+        if least is None or left < least[0]:
+            least = (left, limit)
+    if least is None:
+        return None
+    left, binding = least
+    resets_at = bounds[binding.period][1]
+    if left < int(assistant_settings.MAX_OUTPUT_TOKENS):
+        spent_words = "used" if left <= 0 else "nearly used"
+        raise AllowanceSpent(f"You have {spent_words} your {_WORDS[binding.period]} allowance of "
+                             f"{_amount(binding, binding.amount)} for the assistant. "
+                             f"{_resets_in_words(resets_at, now)}", resets_at)
+    tokens = min(int(config["max_tokens_per_run"]), left)
+    config["max_tokens_per_run"] = tokens
+    hold = {"tokens": tokens, "cost": str((tokens * per_token).quantize(Decimal("0.000001"))) if per_token else None,
+            "period": binding.period, "kind": binding.kind, "limit": str(binding.amount),
+            "resets_at": resets_at.isoformat(), "binds": tokens == left}
+    config[ALLOWANCE] = hold
+    return hold
+
+
+def allowance_stop_words(config: dict[str, Any]) -> str | None:
+    """What a run stopped at its token limit says when that limit was what was left of an allowance; None."""
+    hold = (config or {}).get(ALLOWANCE)
+    if not isinstance(hold, dict) or not hold.get("binds"):
+        return None
+    try:
+        resets_at = datetime.fromisoformat(str(hold["resets_at"]))
+        limit = Limit(str(hold["period"]), str(hold["kind"]), Decimal(str(hold["limit"])))
+    except (KeyError, ValueError, ArithmeticError):
+        return None
+    return (f"The assistant stopped: another model call would pass what is left of your {_WORDS[limit.period]} "
+            f"allowance of {_amount(limit, limit.amount)}. {_resets_in_words(resets_at, timezone.now())}")

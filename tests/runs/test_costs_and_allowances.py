@@ -1,0 +1,205 @@
+"""What the assistant's model calls cost, and what a person may spend.
+
+Costs: through the real socket, worker and database, each model call is priced by the run's price table (the
+PRICES setting when the message was sent), its cached prompt tokens at their own price, and the run's cost is the
+sum of its calls'. Allowances: a person's own allowance wins over their groups', of which the most generous
+applies; a send is refused in words, saying when the allowance resets, when too little is left; twenty sends at
+once never hold more than the allowance; a run given only what is left stops before a model call would pass it,
+saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group
+from django.db import close_old_connections
+from django.utils import timezone
+
+from assistant.conversation.services import Refused, chat_send
+from assistant.infra.worker_queue import WorkerQueue, worker_queue, worker_queue_connect
+from assistant.llm.prices import call_cost, parse_price
+from assistant.models import AgentAllowance, AgentRun, AgentStep
+from assistant.runs.allowances import limits_of, period_bounds
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.sockets import connect, receive_until
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tracker.models import Project
+
+PRICES = {"openai:fake-gpt": {"input": "2", "cached_input": "0.5", "output": "8"}}
+
+
+def test_a_call_is_priced_per_million_tokens_its_cached_prompt_at_its_own_price() -> None:
+    price = parse_price(PRICES["openai:fake-gpt"])
+    # 600 read anew at 2, 400 from the cache at 0.5, 200 written at 8: per million.
+    assert call_cost(price, prompt_tokens=1000, completion_tokens=200, cached_tokens=400) == Decimal("0.003000")
+    assert call_cost(None, prompt_tokens=1000, completion_tokens=200) is None
+    assert parse_price({"input": 1, "output": 3}).cached_input == Decimal(1)
+    for wrong, says in (({"input": "1"}, "no output price"), ({"input": "x", "output": 1}, "not a number"),
+                        ({"input": -1, "output": 1}, "not a price"), ({"input": 1, "output": 1, "cache": 1},
+                                                                       "unknown key")):
+        with pytest.raises(ValueError, match=says):
+            parse_price(wrong)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_each_model_call_and_the_run_cost_what_the_price_table_says(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    Project.objects.create(owner=alice, name="Home")
+    fake_openai.queue(
+        openai_stream([], [("c1", "tracker_project_list", {})], usage=(1000, 200), cached=400),
+        openai_stream(["You have one project."], usage=(1500, 100)),
+    )
+    tab = connect(alice)
+
+    async def scenario() -> None:
+        assert (await tab.connect())[0]
+        await tab.send_json_to({"type": "assistant.send", "content": "which projects do I have?"})
+        await receive_until(tab, lambda e: e["type"] in {"assistant.replied", "assistant.reply_failed"}, timeout=30)
+        await tab.disconnect()
+
+    with assistant_settings_with(MODEL="openai:fake-gpt", PRICES=PRICES):
+        asyncio.run(scenario())
+    # A price changed after the message was sent changes nothing of its run.
+    run = AgentRun.objects.get(owner=alice)
+    calls = list(run.steps.filter(kind=AgentStep.Kind.MODEL_CALL).order_by("seq"))
+    assert [(step.prompt_tokens, step.cached_tokens, step.cost) for step in calls] == [
+        (1000, 400, Decimal("0.003000")), (1500, 0, Decimal("0.003800"))]
+    assert run.cost == Decimal("0.006800") and run.total_tokens == 2800
+    # The tool call costs nothing that is counted; its step has no price.
+    assert run.steps.get(kind=AgentStep.Kind.TOOL_CALL).cost is None
+
+
+@pytest.mark.django_db
+def test_a_persons_own_allowance_wins_and_else_the_most_generous_of_their_groups(
+        alice: Any, bob: Any, user_factory: Callable[..., Any]) -> None:
+    staff_group, team = Group.objects.create(name="Staff"), Group.objects.create(name="Team")
+    for person in (alice, bob):
+        person.groups.add(staff_group, team)
+    AgentAllowance.objects.create(group=staff_group, tokens_per_day=3_000, cost_per_month=Decimal("5"))
+    AgentAllowance.objects.create(group=team, tokens_per_day=8_000, tokens_per_month=100_000,
+                                  cost_per_month=Decimal("2"))
+    AgentAllowance.objects.create(user=bob, tokens_per_month=1_000)
+
+    alices = {(limit.period, limit.kind): limit.amount for limit in limits_of(alice)}
+    # Per limit, the most generous group; a limit one group leaves empty is no limit (tokens a month).
+    assert alices == {("day", "tokens"): 8_000, ("month", "cost"): Decimal("5")}
+    assert [(limit.period, limit.kind, limit.amount) for limit in limits_of(bob)] == [("month", "tokens", 1_000)]
+    assert limits_of(user_factory("carol")) == []
+
+
+def _send(user: Any, text: str) -> AgentRun | Refused:
+    try:
+        return chat_send(user=user, content=text, new_chat=True).run
+    except Refused as refused:
+        return refused
+
+
+@pytest.fixture
+def runs_kept_waiting() -> Iterator[list[int]]:
+    """The runs sends hand to a worker, kept here instead: each accepted run stays at work, holding what it was
+    given (the worker queue is the assistant's port to its workers; this connects a queue that keeps them)."""
+    kept: list[int] = []
+    celery = worker_queue()
+    worker_queue_connect(WorkerQueue(run_turn=lambda run_id, asked: kept.append(run_id),
+                                     run_turn_again=kept.append, memory_index_build=lambda **_: None,
+                                     memory_index_drop_empty=lambda **_: None))
+    try:
+        yield kept
+    finally:
+        worker_queue_connect(celery)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_sends_at_once_never_hold_more_than_the_allowance(alice: Any, runs_kept_waiting: list[int]) -> None:
+    AgentAllowance.objects.create(user=alice, tokens_per_day=10_000)
+    results: list[AgentRun | Refused] = []
+    start = threading.Barrier(20)
+
+    def one(n: int) -> None:
+        close_old_connections()
+        try:
+            start.wait()
+            results.append(_send(alice, f"message {n}"))
+        finally:
+            close_old_connections()
+
+    with assistant_settings_with(MAX_TOKENS_PER_RUN=3_000, MAX_OUTPUT_TOKENS=1_024):
+        threads = [threading.Thread(target=one, args=(n,)) for n in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    accepted = [result for result in results if isinstance(result, AgentRun)]
+    refused = [result for result in results if isinstance(result, Refused)]
+    held = [AgentRun.objects.get(pk=run.pk).config for run in accepted]
+    # Three runs of 3,000 tokens; what is left (1,000) would not pay for one answer (1,024): never over.
+    assert len(results) == 20 and len(accepted) == 3 and len(refused) == 17
+    assert sorted(runs_kept_waiting) == sorted(run.pk for run in accepted)
+    assert sum(config["max_tokens_per_run"] for config in held) == 9_000
+    assert all(config["allowance"]["tokens"] == config["max_tokens_per_run"] for config in held)
+    resets = timezone.localtime(period_bounds("day", timezone.now())[1])
+    assert {(each.code, each.message.split(" It resets")[0]) for each in refused} == {
+        ("allowance_spent", "You have nearly used your daily allowance of 10,000 tokens for the assistant.")}
+    assert all(f"It resets at midnight (in {int((resets - timezone.now()).total_seconds() // 3600)} h)" in each.message
+               or "in under an hour" in each.message for each in refused)
+    # Once they end, only what they used counts.
+    AgentRun.objects.filter(pk__in=[run.pk for run in accepted]).update(
+        status=AgentRun.Status.SUCCEEDED, total_tokens=500, finished_at=timezone.now())
+    with assistant_settings_with(MAX_TOKENS_PER_RUN=50_000):
+        again = _send(alice, "one more")
+    assert isinstance(again, AgentRun) and again.config["max_tokens_per_run"] == 8_500
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_send_past_the_allowance_is_refused_in_words_and_a_run_given_too_little_stops_saying_why(
+        alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer) -> None:
+    AgentAllowance.objects.create(user=alice, tokens_per_day=1_500)
+
+    def send(text: str, until: str) -> list[dict[str, Any]]:
+        tab = connect(alice)
+
+        async def scenario() -> list[dict[str, Any]]:
+            assert (await tab.connect())[0]
+            await tab.send_json_to({"type": "assistant.send", "content": text})
+            events = await receive_until(tab, lambda e: e["type"] in {until, "assistant.replied"}, timeout=30)
+            await tab.disconnect()
+            return events
+
+        with assistant_settings_with(MODEL="openai:fake-gpt", MAX_OUTPUT_TOKENS=1_024):
+            return asyncio.run(scenario())
+
+    # 1,500 tokens are left: not enough for the first call's prompt and the longest answer it may write.
+    failed = send("hello", "assistant.reply_failed")[-1]
+    assert failed["type"] == "assistant.reply_failed"
+    run = wait_for_run(failed["run_id"], AgentRun.Status.FAILED)
+    assert run.stop_reason == AgentRun.StopReason.ALLOWANCE and run.model_calls == 0
+    assert failed["error"].startswith("The assistant stopped: another model call would pass what is left of your "
+                                      "daily allowance of 1,500 tokens. It resets at midnight (in ")
+    # Its hold ended with it: what it used counts. A person who has used nearly all of it is refused before any
+    # run starts, in words.
+    AgentRun.objects.filter(pk=run.pk).update(total_tokens=1_400)
+    error = send("hello again", "assistant.error")[-1]
+    assert error["code"] == "allowance_spent"
+    assert error["message"].startswith("You have nearly used your daily allowance of 1,500 tokens for the assistant. "
+                                       "It resets at midnight")
+    assert AgentRun.objects.filter(owner=alice).count() == 1
+
+
+def test_periods_start_at_midnight_and_on_the_first_in_the_sites_time_zone() -> None:
+    now = timezone.make_aware(datetime(2026, 12, 31, 15, 30))
+    day_start, day_reset = period_bounds("day", now)
+    month_start, month_reset = period_bounds("month", now)
+    assert (timezone.localtime(day_start).hour, (day_reset - day_start).days) == (0, 1)
+    assert timezone.localtime(month_start).day == 1 and timezone.localtime(month_reset).month == 1
+    assert timezone.localtime(month_reset).year == 2027
