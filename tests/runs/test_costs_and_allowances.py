@@ -203,3 +203,16 @@ def test_periods_start_at_midnight_and_on_the_first_in_the_sites_time_zone() -> 
     assert (timezone.localtime(day_start).hour, (day_reset - day_start).days) == (0, 1)
     assert timezone.localtime(month_start).day == 1 and timezone.localtime(month_reset).month == 1
     assert timezone.localtime(month_reset).year == 2027
+
+
+def test_a_price_that_cannot_be_read_is_said_at_start_up() -> None:
+    from django.core.checks import run_checks
+
+    def e060() -> list[str]:
+        found = run_checks(include_deployment_checks=False)
+        return [message.msg for message in found if message.id == "assistant.E060"]
+
+    assert e060() == []
+    with assistant_settings_with(PRICES={"openai:gpt-4.1": {"input": "cheap", "output": 8}, "local:x": "free"}):
+        assert e060() == ["PRICES['openai:gpt-4.1'] 'cheap' is not a number",
+                          "PRICES['local:x'] must be a mapping of input, output and (optionally) cached_input prices"]
