@@ -161,10 +161,10 @@ def allowance_hold(user: Any, config: dict[str, Any], *, now: datetime | None = 
     left, binding = least
     resets_at = bounds[binding.period][1]
     if left < int(assistant_settings.MAX_OUTPUT_TOKENS):
-        spent_words = "used" if left <= 0 else "nearly used"
-        raise AllowanceSpent(f"You have {spent_words} your {_WORDS[binding.period]} allowance of "
-                             f"{_amount(binding, binding.amount)} for the assistant. "
-                             f"{_resets_in_words(resets_at, now)}", resets_at)
+        allowance = f"your {_WORDS[binding.period]} allowance of {_amount(binding, binding.amount)} for the assistant"
+        said = (f"You have used {allowance}." if left <= 0 else
+                f"What is left of {allowance} is too little for another answer.")
+        raise AllowanceSpent(f"{said} {_resets_in_words(resets_at, now)}", resets_at)
     tokens = min(int(config["max_tokens_per_run"]), left)
     config["max_tokens_per_run"] = tokens
     hold = {"tokens": tokens, "cost": str((tokens * per_token).quantize(Decimal("0.000001"))) if per_token else None,

@@ -1102,3 +1102,19 @@ def test_a_resume_may_approve_with_changed_values_and_one_that_does_not_fit_runs
     assert Task.objects.get(pk=task.pk).title == "Buy milk"
     step = AgentStep.objects.get(tool_name="test_task_change")
     assert (step.arguments["title"], step.asked_arguments["title"]) == ("Buy milk", "Buy mlk")
+
+
+def test_a_message_past_the_persons_allowance_is_a_run_error_saying_when_it_resets(
+    port: int, model: Callable[..., None], alice: Any
+) -> None:
+    from assistant.models import AgentAllowance
+
+    AgentAllowance.objects.create(user=alice, tokens_per_day=100)  # less than one answer of the model
+    refused = post(port, run_input("t-spent", "r-1", said("what are my open tasks?")), browser(alice).headers())
+
+    assert refused.status == 200, refused.body
+    assert [event.type for event in refused.events] == [EventType.RUN_ERROR]
+    assert refused.last.code == "allowance_spent"
+    assert refused.last.message.startswith("What is left of your daily allowance of 100 tokens for the assistant is "
+                                           "too little for another answer. It resets at midnight")
+    assert not AgentRun.objects.exists()

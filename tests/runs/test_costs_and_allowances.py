@@ -149,7 +149,8 @@ def test_twenty_sends_at_once_never_hold_more_than_the_allowance(alice: Any, run
     assert all(config["allowance"]["tokens"] == config["max_tokens_per_run"] for config in held)
     resets = timezone.localtime(period_bounds("day", timezone.now())[1])
     assert {(each.code, each.message.split(" It resets")[0]) for each in refused} == {
-        ("allowance_spent", "You have nearly used your daily allowance of 10,000 tokens for the assistant.")}
+        ("allowance_spent", "What is left of your daily allowance of 10,000 tokens for the assistant is too little "
+                            "for another answer.")}
     assert all(f"It resets at midnight (in {int((resets - timezone.now()).total_seconds() // 3600)} h)" in each.message
                or "in under an hour" in each.message for each in refused)
     # Once they end, only what they used counts.
@@ -186,12 +187,12 @@ def test_a_send_past_the_allowance_is_refused_in_words_and_a_run_given_too_littl
     assert run.stop_reason == AgentRun.StopReason.ALLOWANCE and run.model_calls == 0
     assert failed["error"].startswith("The assistant stopped: another model call would pass what is left of your "
                                       "daily allowance of 1,500 tokens. It resets at midnight (in ")
-    # Its hold ended with it: what it used counts. A person who has used nearly all of it is refused before any
-    # run starts, in words.
-    AgentRun.objects.filter(pk=run.pk).update(total_tokens=1_400)
+    # Its hold ended with it: what it used counts. A person who has used it all is refused before any run starts,
+    # in words.
+    AgentRun.objects.filter(pk=run.pk).update(total_tokens=1_500)
     error = send("hello again", "assistant.error")[-1]
     assert error["code"] == "allowance_spent"
-    assert error["message"].startswith("You have nearly used your daily allowance of 1,500 tokens for the assistant. "
+    assert error["message"].startswith("You have used your daily allowance of 1,500 tokens for the assistant. "
                                        "It resets at midnight")
     assert AgentRun.objects.filter(owner=alice).count() == 1
 
