@@ -65,9 +65,10 @@ ASSISTANT = {
         "test-desk": {"tools": ["tracker_project_create", "tracker_project_list"], "permission_profile": "standard",
                       "model": "openai:fake-gpt", "role": "Creates projects and asks the clerk for their tasks.",
                       "delegates": ["test-clerk"]},
-        "test-clerk": {"tools": ["tracker_task_create", "tracker_task_list", "tracker_task_delete"],
+        "test-clerk": {"tools": ["tracker_task_create", "tracker_task_list", "tracker_task_delete",
+                                 "tracker_tasks_import"],
                        "permission_profile": "standard", "model": "openai:fake-gpt",
-                       "role": "Adds, lists and deletes tasks."},
+                       "role": "Adds, lists, imports (from a CSV file the person attached) and deletes tasks."},
         # A chain one member longer than MAX_DELEGATION_DEPTH (3) lets a tree go: a → b → c → d, and d → e.
         **{f"test-chain-{name}": {"tools": ["tracker_task_list"], "permission_profile": "standard",
                                   "model": "openai:fake-gpt", "role": f"Link {name} of a chain.",

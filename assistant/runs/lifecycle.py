@@ -191,6 +191,9 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
         # What its asker's channel passes on (a member asked in a replay replays too, from its recordings).
         config.update(member_settings(parent.config or {}, spec, task))
     config["asked_by"] = parent.spec  # its profile entry says who asked it, read from here when it ends
+    if (parent.config or {}).get("attachments"):
+        # The files the person sent with the request go to every member working on it, with its task.
+        config["attachments"] = list(parent.config["attachments"])
     if hands_over:
         config["hands_over"] = True
         config["answers_person"] = parent.parent_id is None or bool((parent.config or {}).get("answers_person"))

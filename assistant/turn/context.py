@@ -27,7 +27,7 @@ from assistant.attachments.content import (
 )
 from assistant.live.threads import thread_until_question
 from assistant.llm import Message, ModelError, ModelResponse
-from assistant.models import AgentMessage, AgentRun
+from assistant.models import AgentAttachment, AgentMessage, AgentRun
 
 SUMMARY_INSTRUCTIONS = (
     "Summarise the conversation below for your own later use: the user's goals, facts they gave, what was "
@@ -44,6 +44,15 @@ def _as_message(row: AgentMessage) -> Message:
     attached = attachments_as_data(files)
     return Message.user("\n\n".join(part for part in (row.content, attached) if part),
                         attachments_as_pictures(files))
+
+
+def member_task_message(run: AgentRun) -> Message:
+    """What a member is asked: its task, then the files the person sent with the request, as data (and their
+    pictures), as its asker was given them. A member sees nothing else of the conversation."""
+    ids = (run.config or {}).get("attachments") or []
+    files = list(AgentAttachment.objects.filter(pk__in=ids, owner_id=run.owner_id).order_by("pk")) if ids else []
+    attached = attachments_as_data(files)
+    return Message.user("\n\n".join(part for part in (run.task, attached) if part), attachments_as_pictures(files))
 
 
 def _transcript(rows: list[AgentMessage], previous_summary: str) -> str:

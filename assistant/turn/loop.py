@@ -56,7 +56,14 @@ from assistant.tools import Tool, tools_for
 from assistant.tools.provenance import merge
 from assistant.turn.calls import Next, PendingCall, calls_for
 from assistant.turn.confirmation import read_in
-from assistant.turn.context import chat_history, conversation_window, earlier_notes, page_message, system_prompt
+from assistant.turn.context import (
+    chat_history,
+    conversation_window,
+    earlier_notes,
+    member_task_message,
+    page_message,
+    system_prompt,
+)
 from assistant.turn.handoff import handed_over_answer, is_waiting_on_member, members_used
 from assistant.turn.journal import StepJournal
 from assistant.turn.limits import Limits, StopRun
@@ -341,7 +348,7 @@ class Turn:
     def _preamble(self) -> list[Message]:
         notices: list[str]
         if self.is_member:
-            summary, conversation, notices = "", [Message.user(self.run.task)], []
+            summary, conversation, notices = "", [member_task_message(self.run)], []
         else:
             keep = int(run_setting(self.run, "KEEP_MESSAGES"))
             summary, conversation, notices = conversation_window(

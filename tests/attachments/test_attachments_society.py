@@ -1,0 +1,99 @@
+"""Files in the society: a file the person attached to a request reaches the member that does the work, at any
+depth, as the data its asker was given (the files block after its task), and its tool calls may hand it to a view
+as the person's own upload, exactly as a single assistant's would. Through the real socket or send, worker and
+database: the site's demo society on the offline model imports the CSV through the clerk, and a scripted asker's
+member reads the file and imports it; a file that is not the person's is no file for a member either."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from assistant.conversation.services import chat_send
+from assistant.models import AgentChat, AgentRun, AgentStep
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tracker.models import Project, Task
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
+
+CSV = b"title,priority,due_date\nBuy milk,high,2026-12-10\nFix the fence,,\n"
+
+
+def _uploaded(user: Any, name: str, body: bytes) -> int:
+    client = Client()
+    client.force_login(user)
+    answer = client.post(reverse("assistant:attachments"),
+                         {"file": SimpleUploadedFile(name, body, content_type="text/csv")})
+    assert answer.status_code == 201, answer.content
+    return int(answer.json()["attachment"]["id"])
+
+
+def test_the_demo_society_imports_an_attached_csv_through_the_clerk(alice: Any, celery_worker: WorkerProcess) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    csv = _uploaded(alice, "tasks.csv", CSV)
+    chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
+
+    sent = chat_send(user=alice, content="make tasks from this CSV in Home", chat_id=chat.pk, attachments=[csv])
+    top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+
+    assert top.status == "succeeded", top.error
+    # The clerk did it, with the person's file: its step is the tracker's own import form's.
+    [imported] = AgentStep.objects.filter(run__in=[top, *AgentRun.objects.filter(root=top)],
+                                          tool_name="tracker_tasks_import")
+    assert imported.run.spec == "clerk" and imported.took_effect is True
+    assert imported.arguments == {"pk": home.pk, "file": csv}
+    assert sorted(Task.objects.filter(project=home).values_list("title", flat=True)) == ["Buy milk", "Fix the fence"]
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    """The text of a request's messages of the person's role (a member's: its task and the files)."""
+    parts = []
+    for message in body["messages"]:
+        if message["role"] != "user":
+            continue
+        content = message["content"]
+        parts.append(content if isinstance(content, str)
+                     else "".join(part.get("text", "") for part in content if isinstance(part, dict)))
+    return "\n".join(parts)
+
+
+def test_a_member_asked_with_the_request_gets_its_files_and_hands_one_to_a_view(
+    alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    csv = _uploaded(alice, "tasks.csv", CSV)
+    theirs = _uploaded(bob, "theirs.csv", CSV)
+    fake_openai.queue(
+        # The asker hands the work over; its member reads the file it was given and imports it. Another person's
+        # file is no file of this person's, at this depth as at the top.
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "Import the attached CSV into the project Home."})]),
+        openai_stream([], [("c1", "tracker_tasks_import", {"pk": home.pk, "file": theirs})]),
+        openai_stream([], [("c2", "tracker_tasks_import", {"pk": home.pk, "file": csv})]),
+        openai_stream(["Imported 2 tasks into Home."]),
+        openai_stream(["Your 2 tasks are in Home."]),
+    )
+    chat = AgentChat.objects.create(owner=alice, spec="test-asker")
+
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        sent = chat_send(user=alice, content="make tasks from this CSV in Home", chat_id=chat.pk, attachments=[csv])
+    top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+
+    assert top.status == "succeeded", top.error
+    [member] = AgentRun.objects.filter(parent=top)
+    assert member.spec == "test-clerk" and member.config["attachments"] == [csv]
+    # The member's first request: its task, then the file as data, as its asker had it.
+    asked = _user_text(fake_openai.bodies[1])
+    assert asked.startswith("Import the attached CSV into the project Home.\n\n<attachments>")
+    described = json.loads(asked.split("<attachments>")[1].split("</attachments>")[0].strip().splitlines()[-1])
+    assert [(entry["id"], entry["name"]) for entry in described] == [(csv, "tasks.csv")]
+    assert "Buy milk,high,2026-12-10" in asked
+    stranger, imported = AgentStep.objects.filter(run=member, tool_name="tracker_tasks_import").order_by("seq")
+    assert stranger.took_effect is False and "file" in stranger.result["data"]["errors"]
+    assert imported.took_effect is True
+    assert sorted(Task.objects.filter(project=home).values_list("title", flat=True)) == ["Buy milk", "Fix the fence"]
