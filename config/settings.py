@@ -367,10 +367,10 @@ ASSISTANT["SPECS"] = {
                "role": "Finds and lists projects, tasks and comments (reads only).",
                "limits": {"max_model_calls": 4, "max_tool_calls": 4}},
     "clerk": {"tools": ["tracker_task_create", "tracker_task_update", "tracker_task_complete", "tracker_task_delete",
-                        "tracker_tasks_import", "tracker_task_list", "tracker_project_list"],
+                        "tracker_tasks_import", "tracker_task_attach", "tracker_task_list", "tracker_project_list"],
               "permission_profile": "standard",
               "role": "Adds (one at a time, or from a CSV file the person attached), updates, completes and deletes "
-                      "tasks.",
+                      "tasks, and attaches files the person attached to them.",
               "limits": {"max_model_calls": 6, "max_tool_calls": 8}},
     "keeper": {"tools": ["tracker_project_create", "tracker_project_update", "tracker_project_archive",
                          "tracker_project_delete", "tracker_project_list"], "permission_profile": "standard",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import os
 from typing import Any, cast
 
 from django import forms
@@ -139,6 +140,27 @@ class CommentForm(_ReadableTextMixin, forms.ModelForm):
         fields = ["body"]
         labels = {"body": "Comment"}
         widgets = {"body": forms.Textarea(attrs={"rows": 2})}
+
+
+#: The largest file a task takes (as large as the assistant's attachments may be by default).
+TASK_FILE_MAX_BYTES = 10 * 1024 * 1024
+
+
+class TaskFileForm(forms.Form):
+    """A file for a task: any type, up to TASK_FILE_MAX_BYTES, kept under its own name."""
+
+    file = forms.FileField(label="File", help_text="Any file up to 10 MB.")
+
+    def clean_file(self) -> Any:
+        upload = self.cleaned_data["file"]
+        if upload.size > TASK_FILE_MAX_BYTES:
+            raise forms.ValidationError(f"The file is {upload.size / 1_048_576:.1f} MB; a task takes files of up "
+                                        "to 10 MB.")
+        name = readable_text(os.path.basename(upload.name or ""), max_chars=200)
+        if not name:
+            raise forms.ValidationError("The file has no name.")
+        upload.name = name
+        return upload
 
 
 # At most this many rows in one import: a spreadsheet of a project's tasks, not a database dump.

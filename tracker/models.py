@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
+from django.db.models.signals import post_delete
+from django.dispatch import receiver
 from django.urls import reverse
 
 
@@ -107,3 +110,39 @@ class Comment(models.Model):
 
     def __str__(self) -> str:
         return self.body[:60]
+
+
+def _task_file_path(attached: TaskFile, filename: str) -> str:
+    # A folder of its own per file: two files of one name never meet, and the name is kept as given.
+    return f"tracker/task-files/{uuid.uuid4().hex}/{filename}"
+
+
+class TaskFile(models.Model):
+    """A file attached to a task, on its page or by the assistant from a file the person attached to a message."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="files")
+    file = models.FileField(upload_to=_task_file_path, max_length=300)
+    name = models.CharField(max_length=200)
+    content_type = models.CharField(max_length=100, blank=True)
+    size = models.PositiveBigIntegerField()
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="task_files"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("tracker:task_file", kwargs={"pk": self.task_id, "file_id": self.pk})
+
+
+@receiver(post_delete, sender=TaskFile)
+def _remove_stored_file(sender: type[TaskFile], instance: TaskFile, **kwargs: Any) -> None:
+    """A task's file goes with its row (its task deleted, or it alone), once that is committed."""
+    if instance.file.name:
+        storage, name = instance.file.storage, instance.file.name
+        transaction.on_commit(lambda: storage.delete(name))

@@ -22,4 +22,6 @@ urlpatterns = [
     path("tasks/<int:pk>/complete/", views.task_complete, name="task_complete"),
     path("tasks/<int:pk>/delete/", views.TaskDeleteView.as_view(), name="task_delete"),
     path("tasks/<int:pk>/comments/", views.comment_create, name="comment_create"),
+    path("tasks/<int:pk>/files/", views.task_attach, name="task_attach"),
+    path("tasks/<int:pk>/files/<int:file_id>/", views.task_file, name="task_file"),
 ]

@@ -11,7 +11,7 @@ from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase, HttpResponseRedirectBase
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
@@ -28,11 +28,12 @@ from tracker.forms import (
     CommentForm,
     ProjectArchiveForm,
     ProjectForm,
+    TaskFileForm,
     TaskForm,
     TaskImportForm,
     TaskUpdateForm,
 )
-from tracker.models import Project, Task, TaskQuerySet
+from tracker.models import Project, Task, TaskFile, TaskQuerySet
 
 
 def _visible_projects(request: HttpRequest) -> QuerySet[Project]:
@@ -325,7 +326,9 @@ class TaskDetailView(LoginRequiredMixin, DetailView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         kwargs.setdefault("comment_form", CommentForm())
-        return super().get_context_data(comments=self.object.comments.select_related("author"), **kwargs)
+        kwargs.setdefault("file_form", TaskFileForm())
+        return super().get_context_data(comments=self.object.comments.select_related("author"),
+                                        files=self.object.files.select_related("uploaded_by"), **kwargs)
 
 
 @tool(
@@ -417,3 +420,46 @@ def comment_create(request: HttpRequest, pk: int) -> HttpResponse:
     form.save()
     messages.success(request, "Comment added.")
     return redirect(task)
+
+
+@tool(
+    name="tracker_task_attach",
+    form=TaskFileForm,
+    card="tracker/task_card.html",
+    descriptions={"pk": "Id of the task.", "file": "Id of the file the person attached to their message."},
+    description="Attach a file to a task, by the task's id: a file the person attached to their message (its id), "
+    "kept with the task for everyone in its project.",
+)
+@login_required
+@require_POST
+def task_attach(request: HttpRequest, pk: int) -> HttpResponse:
+    task = get_object_or_404(_visible_tasks(request), pk=pk)
+    form = TaskFileForm(request.POST, request.FILES)
+    if not form.is_valid():
+        context = {"task": task, "object": task, "comment_form": CommentForm(), "file_form": form, "form": form,
+                   "comments": task.comments.select_related("author"),
+                   "files": task.files.select_related("uploaded_by")}
+        return TemplateResponse(request, "tracker/task_detail.html", context, status=200)
+    upload = form.cleaned_data["file"]
+    TaskFile.objects.create(task=task, file=upload, name=upload.name, size=upload.size,
+                            content_type=(upload.content_type or "")[:100], uploaded_by=request.user)
+    messages.success(request, f"“{upload.name}” attached to the task “{task.title}”.")
+    return redirect(task)
+
+
+# Pictures open in the browser; anything else is downloaded, never shown as a page of the site.
+_INLINE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+
+@login_required
+@require_GET
+def task_file(request: HttpRequest, pk: int, file_id: int) -> FileResponse:
+    """A task's file, to whoever may see the task (anyone else: 404, as for the task itself)."""
+    task = get_object_or_404(_visible_tasks(request), pk=pk)
+    attached = get_object_or_404(TaskFile, task=task, pk=file_id)
+    inline = attached.content_type in _INLINE_TYPES
+    response = FileResponse(attached.file.open("rb"), as_attachment=not inline, filename=attached.name,
+                            content_type=attached.content_type if inline else "application/octet-stream")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    return response

@@ -97,3 +97,22 @@ def test_a_member_asked_with_the_request_gets_its_files_and_hands_one_to_a_view(
     assert stranger.took_effect is False and "file" in stranger.result["data"]["errors"]
     assert imported.took_effect is True
     assert sorted(Task.objects.filter(project=home).values_list("title", flat=True)) == ["Buy milk", "Fix the fence"]
+
+
+def test_the_demo_society_attaches_a_file_to_the_task_it_names(alice: Any, celery_worker: WorkerProcess) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    fence = Task.objects.create(project=home, title="Fix the fence")
+    quote = _uploaded(alice, "quote.csv", b"item,price\nposts,80\n")
+    chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
+
+    sent = chat_send(user=alice, content="attach this to “Fix the fence”", chat_id=chat.pk, attachments=[quote])
+    top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+
+    assert top.status == "succeeded", top.error
+    [attached] = AgentStep.objects.filter(run__in=[top, *AgentRun.objects.filter(root=top)],
+                                          tool_name="tracker_task_attach")
+    assert attached.run.spec == "clerk" and attached.took_effect is True
+    assert attached.arguments == {"pk": fence.pk, "file": quote}
+    assert list(fence.files.values_list("name", flat=True)) == ["quote.csv"]
+    # The step shows the task's card; the reply says what was done.
+    assert "Fix the fence" in attached.card and "quote.csv" in top.reply

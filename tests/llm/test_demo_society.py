@@ -183,7 +183,7 @@ def test_what_can_you_do_is_answered_by_the_orchestrator_from_its_members_roles(
     assert {name: line["role"] for name, line in lines.items()} == {
         "reader": "finds and lists projects, tasks and comments (reads only)",
         "clerk": "adds (one at a time, or from a CSV file the person attached), updates, completes and deletes "
-                 "tasks",
+                 "tasks, and attaches files the person attached to them",
         "keeper": "creates, renames, archives and deletes projects (a delete only with your approval)",
     }
     assert top.reply.startswith("Here is what I can do for you: I hand each request to the member whose role fits")

@@ -54,3 +54,26 @@ def test_without_a_file_no_request_reaches_a_tool_that_needs_one(alice: Any, set
 
     assert not AgentStep.objects.filter(run=run, tool_name="tracker_tasks_import").exists()
     assert not Task.objects.exists()
+
+
+@pytest.mark.parametrize("asked", ["attach this to “Fix the fence”", "attach the file to the task Fix the fence",
+                                   "attach the quote to 'Fix the fence' please"])
+def test_attach_this_to_a_task_keeps_the_attached_file_with_the_named_task(
+        alice: Any, settings: Any, asked: str) -> None:
+    settings.ASSISTANT = {**settings.ASSISTANT, "MODEL": "offline"}
+    home = Project.objects.create(owner=alice, name="Home")
+    fence = Task.objects.create(project=home, title="Fix the fence")
+    Task.objects.create(project=home, title="Buy milk")
+    attached = attachment_store(user=alice, upload=SimpleUploadedFile("quote.txt", b"Fence: 120 EUR",
+                                                                      content_type="text/plain"))
+
+    run = _answered(alice, asked, [attached.pk])
+
+    [step] = run.steps.filter(tool_name="tracker_task_attach")
+    assert step.arguments == {"pk": fence.pk, "file": attached.pk} and step.took_effect is True
+    [kept] = fence.files.all()
+    assert (kept.name, kept.size, kept.uploaded_by) == ("quote.txt", 14, alice)
+    with kept.file.open("rb") as handle:
+        assert handle.read() == b"Fence: 120 EUR"
+    assert "“quote.txt” attached to the task “Fix the fence”" in run.reply
+    assert not run.steps.filter(tool_name="tracker_tasks_import").exists()

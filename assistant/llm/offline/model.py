@@ -481,6 +481,9 @@ def _apply_definitions(request: Request, target: ToolInfo, arguments: dict[str, 
     return used
 
 
+_ONTO = frozenset({"to", "onto", "on"})
+
+
 def _name_for(reference: Reference, request: Request, target: ToolInfo, used: set[Name]) -> Name | None:
     free = [name for name in request.names if name not in used]
     for name in free:
@@ -492,7 +495,13 @@ def _name_for(reference: Reference, request: Request, target: ToolInfo, used: se
         if quoted and not target.text_field:
             return quoted[0]
         bare = [name for name in free if not name.quoted and name.preposition is None and name.noun is None]
-        return bare[0] if bare else None
+        if bare:
+            return bare[0]
+        if len(target.references) == 1 and file_arguments(target.spec):
+            # "attach this to “Fix the fence”": a tool that takes a file onto one record, named after "to".
+            onto = [name for name in free if name.quoted and name.preposition in _ONTO]
+            return onto[0] if onto else None
+        return None
     # A related record: "in Home", "to 'Work'". A write's optional one only when named by its kind: in
     # "change the task 'A' to 'B'", 'B' is the new title, not an assignee.
     if not target.is_read and reference.prop not in target.required:

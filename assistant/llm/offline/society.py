@@ -24,7 +24,7 @@ from typing import Any
 from django.utils import timezone
 
 from ..types import ToolCall, ToolSpec
-from .text import Request, action_of, quoted_parts, read_request, stem, stems
+from .text import Request, action_of, quoted_parts, read_request, stem, stems, words
 
 #: How the product names a delegation tool (assistant/society/offer.py): `ask_<member>`; and its planning tool
 #: (assistant/plans/offer.py), which a request of several tasks is planned with first, in the open.
@@ -117,6 +117,10 @@ def _fit(seat: Seat, request: Request) -> int:
     acted_on = next((name.noun for name in named if name.noun), None)
     score = 4 if acted_on is not None and acted_on in seat.stems else 0
     score += 3 if request.actions & seat.actions else 0
+    # A request that starts with a verb of the role's own ("attach this to …", "archive …"): what it does.
+    said = words(request.text)
+    lead = stem(said[0]) if said else ""
+    score += 3 if lead and action_of(lead) is None and lead in seat.stems else 0
     # The kinds of the other records named ("to the project 'Home'") say where, not who should act.
     return score + 2 * len((request.stems & seat.stems) - {name.noun for name in named})
 
