@@ -21,6 +21,7 @@ from django.utils.html import format_html, format_html_join
 from assistant.channel_policies import channel_policy
 from assistant.conf import assistant_settings
 from assistant.dashboard import dashboard_view
+from assistant.llm.prices import cost_words
 from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.review import run_timeline
 from assistant.review.export import runs_csv_lines
@@ -109,7 +110,7 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
     # Short cells, so the list fits 1,400 px beside its filters; the run's page has everything.
     # (The spec is a filter, and on the run's page and in the CSV.)
     list_display = ("id", "created", "owner", "via", "place", "outcome", "error_preview", "calls", "tokens",
-                    "duration", "feedback")
+                    "spent", "duration", "feedback")
     list_display_links = ("id", "created")
     list_filter = (StatusFilter, StopReasonFilter, ErrorFilter, SpecFilter, ChannelFilter, TreeFilter, PlanFilter,
                    OthersTextFilter, ("owner", admin.RelatedOnlyFieldListFilter), FeedbackFilter,
@@ -204,6 +205,11 @@ class AgentRunAdmin(StrictAdminQueryMixin, EvidenceAdminMixin, admin.ModelAdmin)
     @admin.display(description="tokens", ordering="total_tokens")
     def tokens(self, run: AgentRun) -> str:
         return "pending" if run.is_active else f"{run.total_tokens:,}"
+
+    @admin.display(description="cost", ordering="cost")
+    def spent(self, run: AgentRun) -> str:
+        """What its own model calls cost; "—" when none had a price."""
+        return "pending" if run.is_active else cost_words(run.cost)
 
     @admin.display(description="duration", ordering="duration_ms")
     def duration(self, run: AgentRun) -> str:

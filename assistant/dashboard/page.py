@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.safestring import SafeString
 
 from assistant.channel_policies import channel_policy
+from assistant.conf import assistant_settings
 from assistant.dashboard.reads import (
     TOP,
     TREE_CHOICES,
@@ -29,6 +30,7 @@ from assistant.dashboard.reads import (
     specs_list,
 )
 from assistant.dashboard.svg import bar_list_chart, column_chart, format_number
+from assistant.llm.prices import cost_words
 from assistant.models import AgentRun, AgentStep
 
 # --- links to the run list ----------------------------------------------------------------------------
@@ -181,6 +183,7 @@ def page_context(board: Dashboard) -> dict[str, Any]:
         "outcomes": [{"count": board.runs_by_day[day].get(status, 0),
                       "url": run_list_url(day_query(query, day), status=status)} for status, _, _ in shown],
         "tokens_shown": format_number(board.tokens_by_day[day]),
+        "cost_shown": cost_words(board.cost_by_day.get(day)),
     } for day in query.days]
 
     plans = board.plans
@@ -210,6 +213,13 @@ def page_context(board: Dashboard) -> dict[str, Any]:
                             "words": channel_policy(value).dashboard_share}
                            for value, count in board.channel_runs.items()],
         "tokens": format_number(board.tokens),
+        "spend": {
+            "total": cost_words(board.cost, none=""), "currency": assistant_settings.CURRENCY,
+            "splits": [{"key": name, "name": name, "rows": [{"name": who, "cost": cost_words(cost)}
+                                                            for who, cost in rows]}
+                       for name, rows in (("person", board.spend.by_person), ("spec", board.spend.by_spec),
+                                          ("model", board.spend.by_model))],
+        },
         "success_rate": _rate(board.by_outcome[AgentRun.Status.SUCCEEDED], board.ended),
         "succeeded_url": run_list_url(query, status=AgentRun.Status.SUCCEEDED),
         "p50": _duration(board.p50_ms), "p95": _duration(board.p95_ms),

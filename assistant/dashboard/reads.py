@@ -8,10 +8,12 @@ import datetime
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection
 from django.db.models import Aggregate, Count, FloatField, Max, Q, QuerySet, Sum
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import TruncDate
 from django.http import QueryDict
 from django.utils import timezone
@@ -237,6 +239,35 @@ class ContainmentFigures:
     refused: int = 0
 
 
+@dataclass(frozen=True)
+class Spend:
+    """What priced model calls cost, split three ways, each a list of (name, cost) dearest first."""
+
+    by_person: list[tuple[str, Decimal]]
+    by_spec: list[tuple[str, Decimal]]
+    by_model: list[tuple[str, Decimal]]
+
+
+def _dearest(spent: Mapping[str, Decimal]) -> list[tuple[str, Decimal]]:
+    return sorted(spent.items(), key=lambda item: (-item[1], item[0]))[:TOP]
+
+
+def _spend_in(runs: QuerySet[AgentRun]) -> Spend:
+    """Spend by person, spec and model, in two queries: the runs' own costs by person and spec together (a tree's
+    members count under their own spec), and the model calls' by the chain entry that answered each."""
+    by_person: dict[str, Decimal] = {}
+    by_spec: dict[str, Decimal] = {}
+    pairs = runs.filter(cost__isnull=False).values("owner__username", "spec").annotate(spent=Sum("cost"))
+    for row in pairs:
+        by_person[row["owner__username"]] = by_person.get(row["owner__username"], Decimal(0)) + row["spent"]
+        by_spec[row["spec"] or "—"] = by_spec.get(row["spec"] or "—", Decimal(0)) + row["spent"]
+    calls = (AgentStep.objects.filter(run__in=runs, kind=AgentStep.Kind.MODEL_CALL, cost__isnull=False)
+             .annotate(answered_by=KeyTextTransform("provider", "result")).values("answered_by")
+             .annotate(spent=Sum("cost")))
+    by_model = {str(row["answered_by"] or "—"): row["spent"] for row in calls}
+    return Spend(by_person=_dearest(by_person), by_spec=_dearest(by_spec), by_model=_dearest(by_model))
+
+
 @dataclass
 class Dashboard:
     """Every figure the page shows, for one query."""
@@ -259,6 +290,10 @@ class Dashboard:
     channel_runs: dict[str, int] = field(default_factory=dict)
     plans: PlanFigures = field(default_factory=PlanFigures)
     containment: ContainmentFigures = field(default_factory=ContainmentFigures)
+    #: What the runs' model calls cost (the PRICES setting), by day; a day with no priced call has none.
+    cost_by_day: dict[datetime.date, Decimal | None] = field(default_factory=dict)
+    #: The same, by person (username), spec and model (the chain entry that answered), dearest first.
+    spend: Spend = field(default_factory=lambda: Spend([], [], []))
     by_outcome: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -286,6 +321,11 @@ class Dashboard:
     @property
     def tokens(self) -> int:
         return sum(self.tokens_by_day.values())
+
+    @property
+    def cost(self) -> Decimal | None:
+        known = [cost for cost in self.cost_by_day.values() if cost is not None]
+        return sum(known, Decimal(0)) if known else None
 
     @property
     def rated(self) -> int:
@@ -384,16 +424,19 @@ def _plans_in(runs: QuerySet[AgentRun]) -> PlanFigures:
 
 
 def dashboard_get(query: DashboardQuery) -> Dashboard:
-    """The figures for `query`, in seven queries whatever the range's length (those of containment ride on
-    the tools' and the runs' own)."""
+    """The figures for `query`, in the same few queries whatever the range's length (those of containment ride on
+    the tools' and the runs' own; spend by person and spec is one, by model another)."""
     runs = runs_in(query).order_by()
     shared = [policy for policy in channel_policies() if policy.dashboard_share is not None]
     runs_by_day: dict[datetime.date, dict[str, int]] = {day: {} for day in query.days}
     tokens_by_day: dict[datetime.date, int] = dict.fromkeys(query.days, 0)
+    cost_by_day: dict[datetime.date, Decimal | None] = dict.fromkeys(query.days)
     per_day = runs.annotate(day=TruncDate("created_at")).values("day", "status")
-    for row in per_day.annotate(count=Count("id"), tokens=Sum("total_tokens")):
+    for row in per_day.annotate(count=Count("id"), tokens=Sum("total_tokens"), spent=Sum("cost")):
         runs_by_day[row["day"]][row["status"]] = row["count"]
         tokens_by_day[row["day"]] += row["tokens"] or 0
+        if row["spent"] is not None:
+            cost_by_day[row["day"]] = (cost_by_day[row["day"]] or Decimal(0)) + row["spent"]
     overall = runs.aggregate(
         p50=PercentileCont("duration_ms", 0.5), p95=PercentileCont("duration_ms", 0.95),
         up=Count("id", filter=Q(quality_score=1.0)), down=Count("id", filter=Q(quality_score=0.0)),
@@ -414,5 +457,5 @@ def dashboard_get(query: DashboardQuery) -> Dashboard:
         no_feedback=overall["none"], tools=tools, stop_reasons=top("stop_reason"), errors=top("error"),
         member_runs=overall["members"],
         channel_runs={policy.value: overall[f"channel_{policy.value}"] for policy in shared}, plans=_plans_in(runs),
-        containment=_containment_in(overall["labelled"], tools),
+        containment=_containment_in(overall["labelled"], tools), cost_by_day=cost_by_day, spend=_spend_in(runs),
     )

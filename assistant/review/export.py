@@ -10,6 +10,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from assistant.conf import assistant_settings
 from assistant.models import AgentRun
 from assistant.review.timeline import with_question
 
@@ -17,10 +18,11 @@ CSV_COLUMNS = (
     "id", "created_at", "finished_at", "owner", "chat", "spec", "parent_id", "root_id", "depth", "model",
     "status", "stop_reason", "error", "question", "reply", "model_calls", "tool_calls", "tool_errors",
     "prompt_tokens", "completion_tokens", "total_tokens", "duration_ms", "quality_score", "feedback_comment",
+    "cost", "currency",
 )
 #: Counters a run totals only when it ends: blank in the CSV while it is active.
 _COUNTERS = frozenset({"model_calls", "tool_calls", "tool_errors", "prompt_tokens", "completion_tokens",
-                       "total_tokens", "duration_ms"})
+                       "total_tokens", "duration_ms", "cost", "currency"})
 # A cell starting with one of these is run as a formula by spreadsheet programs; a reply, an error or a
 # question is anyone's text, so such a cell is written as text (OWASP's advice: a leading quote).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
@@ -42,6 +44,8 @@ def runs_csv_rows(runs: QuerySet[AgentRun], chunk_size: int = 500) -> Iterator[l
         values: dict[str, Any] = {name: getattr(run, name) for name in CSV_COLUMNS if hasattr(run, name)}
         values["owner"] = run.owner.get_username()
         values["chat"] = run.chat_id
+        # Its own model calls' cost, exact (a Decimal's digits), in the currency of the prices; blank with no price.
+        values["currency"] = assistant_settings.CURRENCY if run.cost is not None else None
         if run.parent_id is not None:  # a member's run is asked its task, not a message of the chat
             values["question"] = run.task
         if run.is_active:

@@ -191,6 +191,8 @@ class TreeTotals:
     wall_ms: int | None
     members_ms: int
     pending: bool
+    #: What every run's model calls cost together; None when none had a price.
+    cost: Decimal | None = None
 
     @property
     def members(self) -> int:
@@ -471,6 +473,7 @@ def _totals(run: AgentRun, below: list[AgentRun], figures: dict[int, RunFigures]
         total_tokens=sum(each.total_tokens for each in every),
         wall_ms=_took_ms(run, now), members_ms=sum(_took_ms(member, now) or 0 for member in below),
         pending=any(each.pending for each in every),
+        cost=sum(costs, Decimal(0)) if (costs := [each.cost for each in every if each.cost is not None]) else None,
     )
 
 

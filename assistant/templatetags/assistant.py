@@ -4,6 +4,7 @@ asks `{% assistant_panel_links as panel_links %}` for the links the sub-apps add
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django import template
@@ -11,6 +12,7 @@ from django.middleware.csrf import get_token
 
 from assistant.conf import assistant_settings
 from assistant.context_processors import model_label
+from assistant.llm.prices import cost_words
 from assistant.panel_links import PanelLink, panel_links
 from assistant.voice.transcription import dictation_on
 
@@ -48,3 +50,9 @@ def assistant_dictation() -> dict[str, Any] | None:
         return None
     return {"max_seconds": assistant_settings.DICTATION_MAX_SECONDS,
             "max_bytes": assistant_settings.DICTATION_MAX_BYTES}
+
+
+@register.filter
+def cost(value: Any) -> str:
+    """A cost as staff read it, in the CURRENCY setting (`0.0068 USD`); "" when no price was known."""
+    return cost_words(value, none="") if isinstance(value, Decimal) else ""
