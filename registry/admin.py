@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.contrib import admin
@@ -131,6 +132,8 @@ class WindowRow:
     tokens: int
     quality: str
     error: str
+    #: What its own model calls cost, with its currency ("0.0068 USD"); "—" when no price was known.
+    cost: str = "—"
 
 
 @dataclass(frozen=True)
@@ -164,8 +167,36 @@ def _window_rows(window: list[dict[str, Any]]) -> list[WindowRow]:
             tokens=int(entry.get("token_usage") or 0),
             quality=_quality(entry),
             error=str(entry.get("error_summary") or ""),
+            cost=_cost_figure(entry.get("cost"), entry.get("currency")),
         ))
     return rows
+
+
+def _entry_cost(entry: Any) -> Decimal | None:
+    """An entry's cost as its assistant filed it (a decimal in text); None without one, or unreadable."""
+    try:
+        return Decimal(str(entry["cost"])) if isinstance(entry, dict) and entry.get("cost") is not None else None
+    except InvalidOperation:
+        return None
+
+
+def _cost_figure(cost: Any, currency: Any) -> str:
+    amount = _entry_cost({"cost": cost})
+    if amount is None:
+        return "—"
+    places = Decimal("0.01") if abs(amount) >= 1 else Decimal("0.0001")
+    return f"{amount.quantize(places):,} {currency or ''}".strip()
+
+
+def _window_spend(window: list[Any]) -> str:
+    """What the window's runs cost together, with the cost per run that had a price."""
+    costs = [(cost, entry.get("currency")) for entry in window if (cost := _entry_cost(entry)) is not None]
+    if not costs:
+        return "—"
+    total = sum((cost for cost, _ in costs), Decimal(0))
+    currency = costs[-1][1]
+    return (f"{_cost_figure(total, currency)} ({_cost_figure(total / len(costs), currency)} a run, over "
+            f"{len(costs)} priced run{'' if len(costs) == 1 else 's'})")
 
 
 def _tool_rows(tool_usage: dict[str, dict[str, int]]) -> list[ToolRow]:
@@ -303,6 +334,7 @@ class AgentProfileAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
                 "trend": _trend_figure(stats.trend),
                 "top_tools": _counted(stats.top_tools),
                 "top_intents": _counted(stats.top_intents),
+                "spend": _window_spend(list(profile.window or [])),
             },
             "trend_meaning": _trend_meaning(stats),
             "deadband": _percent(TREND_DEADBAND),

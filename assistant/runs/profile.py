@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from assistant.conf import assistant_settings
 from assistant.models import AgentRun, AgentStep
 from assistant.tools.registry import registry as tools
 from registry.services import profile_record_invocation
@@ -60,6 +61,9 @@ def run_profile_entry(run: AgentRun, steps: list[AgentStep]) -> dict[str, Any]:
         "failed_tools": [step.tool_name for step in tool_steps if step.failed],
         "error_summary": run.error[:200] or None,
     }
+    if run.cost is not None:
+        # What its own model calls cost, exact (as text: JSON has no decimals), in the currency of the prices.
+        entry["cost"], entry["currency"] = str(run.cost), assistant_settings.CURRENCY
     if run.quality_score is not None:  # only the person's thumbs are on the run (a judge's grade is the entry's)
         entry["quality_score"], entry["quality_source"] = run.quality_score, QUALITY_THUMBS
     if run.routed_from:

@@ -98,3 +98,23 @@ def test_the_run_list_and_its_csv_carry_the_cost(staff: Client, spent: dict[str,
     by_id = {row["id"]: row for row in rows}
     assert (by_id[str(spent["a2"].pk)]["cost"], by_id[str(spent["a2"].pk)]["currency"]) == ("0.030000", "USD")
     assert (by_id[str(spent["free"].pk)]["cost"], by_id[str(spent["free"].pk)]["currency"]) == ("", "")
+
+
+def test_a_runs_profile_entry_keeps_its_cost_and_the_profile_shows_the_windows_spend(
+        staff: Client, spent: dict[str, AgentRun], alice: Any) -> None:  # noqa: F811
+    from assistant.runs.profile import run_profile_entry
+    from registry.models import AgentProfile
+
+    run = spent["a1"]
+    entry = run_profile_entry(run, list(run.steps.all()))
+    assert (entry["cost"], entry["currency"]) == ("0.006000", "USD")
+    unpriced = run_profile_entry(spent["free"], [])
+    assert "cost" not in unpriced
+    window = [{**entry, "timestamp": "2026-12-01T10:00:00+00:00"},
+              {**unpriced, "timestamp": "2026-12-01T11:00:00+00:00"},
+              {**entry, "run_id": 999, "cost": "0.0100", "timestamp": "2026-12-01T12:00:00+00:00"}]
+    profile = AgentProfile.objects.create(owner=alice, spec_name="orchestrator", invocations=3, window=window)
+
+    page = staff.get(f"/admin/registry/agentprofile/{profile.pk}/change/").content.decode()
+    assert '<td data-figure="spend">0.0160 USD (0.0080 USD a run, over 2 priced runs)</td>' in page
+    assert "<td>0.0060 USD</td>" in page and "<td>0.0100 USD</td>" in page
