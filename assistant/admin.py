@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -22,7 +23,15 @@ from assistant.channel_policies import channel_policy
 from assistant.conf import assistant_settings
 from assistant.dashboard import dashboard_view
 from assistant.llm.prices import cost_words
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.models import (
+    AgentAllowance,
+    AgentChat,
+    AgentMemory,
+    AgentMessage,
+    AgentPlan,
+    AgentRun,
+    AgentStep,
+)
 from assistant.review import run_timeline
 from assistant.review.export import runs_csv_lines
 from assistant.review.filters import (
@@ -40,6 +49,7 @@ from assistant.review.filters import (
     TreeFilter,
 )
 from assistant.review.plans import plan_anchor, plan_status
+from assistant.runs.allowances import period_bounds, spent_since
 from registry.admin_queries import StrictAdminQueryMixin
 
 
@@ -341,3 +351,54 @@ class AgentPlanAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
             (step.get("do", ""), plan_status(str(step.get("status") or "")).words,
              f" (member {step['member']})" if step.get("member") else "",
              f": {step['why']}" if step.get("why") else "") for step in steps)))
+
+
+class AgentAllowanceForm(forms.ModelForm):
+    """An allowance is a person's or a group's, never both, never neither: said on the form, before the database
+    would refuse it."""
+
+    class Meta:
+        model = AgentAllowance
+        fields = ["user", "group", "tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        user, group = cleaned.get("user"), cleaned.get("group")
+        if (user is None) == (group is None):
+            raise forms.ValidationError("An allowance is for one person or for one group: choose exactly one of them.")
+        return cleaned
+
+
+@admin.register(AgentAllowance)
+class AgentAllowanceAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
+    """What people and groups may spend on the assistant's models (assistant/runs/allowances.py); a person's
+    row says what they have spent today and this month, as a send reads it."""
+
+    form = AgentAllowanceForm
+    list_display = ("holder", "tokens_per_day", "tokens_per_month", "cost_per_day", "cost_per_month", "spent_today",
+                    "spent_this_month", "updated_at")
+    list_select_related = ("user", "group")
+    search_fields = ("user__username", "group__name")
+    allowed_lookups = frozenset()
+    # Each person's row reads their spend (two aggregates): a page of them stays a few dozen small queries.
+    list_per_page = 25
+
+    @admin.display(description="for")
+    def holder(self, allowance: AgentAllowance) -> str:
+        return f"{allowance.user} (person)" if allowance.user_id else f"{allowance.group} (group)"
+
+    def _spent(self, allowance: AgentAllowance, period: str) -> str:
+        if allowance.user is None:
+            return "—"  # a group's members each have their own spend
+        start, _resets = period_bounds(period, timezone.now())
+        used = spent_since(allowance.user, {period: start})[period]
+        money = f", {cost_words(used.cost)}" if used.cost else ""
+        return f"{used.tokens:,} tokens{money}"
+
+    @admin.display(description="spent today")
+    def spent_today(self, allowance: AgentAllowance) -> str:
+        return self._spent(allowance, "day")
+
+    @admin.display(description="spent this month")
+    def spent_this_month(self, allowance: AgentAllowance) -> str:
+        return self._spent(allowance, "month")

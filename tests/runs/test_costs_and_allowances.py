@@ -20,12 +20,13 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Group
 from django.db import close_old_connections
+from django.test import Client
 from django.utils import timezone
 
 from assistant.conversation.services import Refused, chat_send
 from assistant.infra.worker_queue import WorkerQueue, worker_queue, worker_queue_connect
 from assistant.llm.prices import call_cost, parse_price
-from assistant.models import AgentAllowance, AgentRun, AgentStep
+from assistant.models import AgentAllowance, AgentChat, AgentRun, AgentStep
 from assistant.runs.allowances import limits_of, period_bounds
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import connect, receive_until
@@ -217,3 +218,27 @@ def test_a_price_that_cannot_be_read_is_said_at_start_up() -> None:
     with assistant_settings_with(PRICES={"openai:gpt-4.1": {"input": "cheap", "output": 8}, "local:x": "free"}):
         assert e060() == ["PRICES['openai:gpt-4.1'] 'cheap' is not a number",
                           "PRICES['local:x'] must be a mapping of input, output and (optionally) cached_input prices"]
+
+
+@pytest.mark.django_db
+def test_staff_set_allowances_in_the_admin_and_see_what_each_person_spent(
+        alice: Any, user_factory: Callable[..., Any]) -> None:
+    staff = Client()
+    staff.force_login(user_factory("boss", is_staff=True, is_superuser=True))
+    team = Group.objects.create(name="Team")
+    added = "/admin/assistant/agentallowance/add/"
+    both = staff.post(added, {"user": alice.pk, "group": team.pk, "tokens_per_day": 1000})
+    neither = staff.post(added, {"tokens_per_day": 1000})
+    for refused in (both, neither):
+        assert refused.status_code == 200
+        said = refused.content.decode()
+        assert "An allowance is for one person or for one group: choose exactly one of them." in said
+    assert not AgentAllowance.objects.exists()
+    made = staff.post(added, {"user": alice.pk, "tokens_per_day": 20000, "cost_per_month": "5.00"})
+    assert made.status_code == 302 and AgentAllowance.objects.get().tokens_per_day == 20000
+    # What alice spent: an ended run's tokens today.
+    chat = AgentChat.objects.create(owner=alice, spec="default")
+    AgentRun.objects.create(owner=alice, chat=chat, spec="default", status="succeeded", total_tokens=1234,
+                            cost=Decimal("0.25"), profile_recorded_at=timezone.now())
+    listed = staff.get("/admin/assistant/agentallowance/").content.decode()
+    assert "alice (person)" in listed and "1,234 tokens, 0.2500 USD" in listed
