@@ -100,6 +100,9 @@ DEFAULTS: dict[str, Any] = {
     # "cached_input": "0.10", "output": "1.60"}}; none by default. The currency the prices (and allowances) are in.
     "PRICES": {},
     "CURRENCY": "USD",
+    # Whether the person's words (questions, replies, tool arguments and results) go on trace spans
+    # (assistant/tracing/): they are the person's data, so not unless this says so.
+    "TRACE_CONTENT": False,
     "PROVIDERS": {},
     # Failover (assistant/llm/failover.py): retries of a transient failure per provider and call,
     # exponential backoff from RETRY_BACKOFF_SECONDS capped at RETRY_BACKOFF_MAX_SECONDS; a

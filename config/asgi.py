@@ -8,7 +8,9 @@ import os
 from django.core.asgi import get_asgi_application
 
 from assistant.asgi import with_assistant
+from config.tracing import instrument_site
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+instrument_site()
 
 application = with_assistant(get_asgi_application())

@@ -6,7 +6,10 @@ import os
 
 from celery import Celery
 
+from config.tracing import instrument_site
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+instrument_site()
 
 app = Celery("config")
 app.config_from_object("django.conf:settings", namespace="CELERY")

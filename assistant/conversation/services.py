@@ -54,6 +54,7 @@ from assistant.runs.rows import write_together
 from assistant.tools import tool_for
 from assistant.tools.describe import check_call
 from assistant.tools.validation import validate_arguments
+from assistant.tracing import handoff
 from registry.services import profile_entry_score
 
 # A chat's title, as the person renames it (the model field's length).
@@ -161,6 +162,7 @@ def chat_send(
 
     config = run_config(spec=chat.spec)
     _within_the_allowance(user, config)
+    config["trace"] = handoff(f"send {chat.spec}", {"gen_ai.agent.name": chat.spec})  # for the run's own span
     if seen is not None:
         config["page"] = seen.as_data()
     if given:
@@ -199,6 +201,7 @@ def chat_regenerate(*, user: Any, message_id: int, request_id: Any = None,
     _supersede_waiting(chat)
     config = run_config(spec=chat.spec)
     _within_the_allowance(user, config)
+    config["trace"] = handoff(f"send {chat.spec}", {"gen_ai.agent.name": chat.spec})
     first = (AgentRun.objects.filter(pk=question.run_id).values_list("config", flat=True).first() or {}
              if question.run_id is not None else {})
     if first.get("page"):

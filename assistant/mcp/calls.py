@@ -55,6 +55,8 @@ from assistant.tools.describe import describe_call
 from assistant.tools.executor import execute_tool
 from assistant.tools.outcome import ToolOutcome
 from assistant.tools.provenance import merge
+from assistant.tracing import span
+from assistant.tracing.conventions import tool_span
 
 #: What a run's `model` says for a call the person's own agent made: no model of this site took part.
 CLIENT_MODEL = "mcp-client"
@@ -317,8 +319,10 @@ def step_run(caller: Caller, run: AgentRun, step: AgentStep) -> ToolOutcome:
     """Run the step (taken up, or new) as the person, through the panel's executor, and end its run."""
     started = time.monotonic()
     # What runs is the step's own record: exactly what the person saw and, if asked, approved.
-    outcome = execute_tool(caller.user, step.tool_name, step.arguments, spec=caller.token.spec,
-                           profile=caller.profile)
+    name, attributes = tool_span(name=step.tool_name, call_id=step.call_id, arguments=step.arguments)
+    with span(name, attributes):  # inside the MCP request's own span, where the site traces its requests
+        outcome = execute_tool(caller.user, step.tool_name, step.arguments, spec=caller.token.spec,
+                               profile=caller.profile)
     answer = outcome.to_model()
     containment_note(caller, outcome)
     duration_ms = int((time.monotonic() - started) * 1000)

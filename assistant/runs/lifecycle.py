@@ -35,6 +35,7 @@ from assistant.runs.profile import run_intent, run_profile_record
 from assistant.society.budget import SHARED_LIMITS, WALL, BudgetExhausted, reserve
 from assistant.society.members import member
 from assistant.society.outcome import member_outcome, subtree_effects
+from assistant.tracing import handoff
 
 # What a run the person stopped says, wherever it stopped.
 STOPPED_BY_YOU = "Stopped by you."
@@ -191,6 +192,8 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
         # What its asker's channel passes on (a member asked in a replay replays too, from its recordings).
         config.update(member_settings(parent.config or {}, spec, task))
     config["asked_by"] = parent.spec  # its profile entry says who asked it, read from here when it ends
+    # Its trace goes on from the asking run's (assistant/tracing/): the worker that takes it may be another.
+    config["trace"] = handoff(f"ask {spec}", {"gen_ai.agent.name": spec})
     if (parent.config or {}).get("attachments"):
         # The files the person sent with the request go to every member working on it, with its task.
         config["attachments"] = list(parent.config["attachments"])

@@ -35,6 +35,8 @@ from assistant.society.offer import RETURN_ANSWER, DelegationTool
 from assistant.tools import Tool, execute_tool
 from assistant.tools.describe import describe_call
 from assistant.tools.validation import changed_values, validate_arguments
+from assistant.tracing import span
+from assistant.tracing.conventions import tool_answered, tool_span
 from assistant.turn.confirmation import (
     QUESTION,
     contained,
@@ -205,12 +207,19 @@ class AppTools(Toolset):
                                                            approved=approved))
             turn.check_cancel()
         started = time.monotonic()
-        # What runs is the step's own record: exactly what the person saw and, if asked, approved.
-        outcome = execute_tool(
-            turn.user, step.tool_name, step.arguments,
-            spec=turn.config.get("spec"), profile=turn.config.get("permission_profile") or None,
-            sent_from=turn.authority.sent_from,
-        )
+        name, attributes = tool_span(name=step.tool_name, call_id=step.call_id, arguments=step.arguments)
+        # The tool's request goes through the site's middleware inside this span: what the site traces of it
+        # (its Django request, its queries) is part of the call.
+        with span(name, attributes) as traced:
+            # What runs is the step's own record: exactly what the person saw and, if asked, approved.
+            outcome = execute_tool(
+                turn.user, step.tool_name, step.arguments,
+                spec=turn.config.get("spec"), profile=turn.config.get("permission_profile") or None,
+                sent_from=turn.authority.sent_from,
+            )
+            if outcome.status == "error":
+                traced.failed("tool_error", outcome.reason)
+            traced.set(tool_answered(outcome.to_model()))
         # The tool's card of what it did, drawn as the person sees the object now (assistant/live/cards.py).
         step.card = step_card(turn.user, step.tool_name, outcome, sent_from=turn.authority.sent_from)
         record_outcome(turn, step, call, {**outcome.to_model(), **changed_by_person(step)}, started=started)

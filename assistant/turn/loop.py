@@ -54,6 +54,8 @@ from assistant.society.outcome import HandedOver
 from assistant.society.routing import PlainIntent, Route, plain_intent_of, plain_route
 from assistant.tools import Tool, tools_for
 from assistant.tools.provenance import merge
+from assistant.tracing import span
+from assistant.tracing.conventions import agent_span, chat_answered, chat_span
 from assistant.turn.calls import Next, PendingCall, calls_for
 from assistant.turn.confirmation import read_in
 from assistant.turn.context import (
@@ -426,8 +428,13 @@ class Turn:
         # text as the reply; not once its last action failed, for then its answer goes back to its asker.
         own_actions = [step for step in self.steps if step.kind == Kind.TOOL_CALL]
         self._to_person = bool(self.config.get("answers_person")) and not (own_actions and own_actions[-1].failed)
+        name, attributes = chat_span(str(self.config.get("model") or self.run.model))
         try:
-            response = self.model.call_tools(messages, offered, on_text_delta=self._on_delta)
+            with span(name, attributes, kind="client") as traced:
+                response = self.model.call_tools(messages, offered, on_text_delta=self._on_delta)
+                traced.set(chat_answered(provider=response.provider, model=response.model,
+                                         input_tokens=response.usage.prompt_tokens,
+                                         output_tokens=response.usage.completion_tokens))
         except StopRun as stop:
             self.journal.add(
                 kind=Kind.MODEL_CALL, took_effect=False, reason=stop.message,
@@ -630,7 +637,9 @@ def _work_on(run_id: int, *, holder: str, claim: Callable[[int, str], AgentRun |
     def work_on_member(member_id: int) -> None:
         following.extend(_work_on(member_id, holder=holder, claim=claim, early=None, enqueue=enqueue))
 
-    with Heartbeat(run_id, holder) as heartbeat:
+    name, attributes = agent_span(spec=run.spec, run_id=run.pk, chat_id=run.chat_id, model=run.model)
+    # The run's span continues the trace it was sent from (the person's message, or the run that asked it).
+    with Heartbeat(run_id, holder) as heartbeat, span(name, attributes, parent=(run.config or {}).get("trace")):
         turn: Turn | None = None
         try:
             turn = Turn(run, heartbeat, early, work_on_member=work_on_member, enqueue=enqueue)

@@ -1,0 +1,90 @@
+"""What tracing costs a turn: the whole-turn time of `bench_turn` (send → replied, three tool calls, a real worker)
+with tracing off, and with the web side and the worker exporting every span over OTLP/HTTP to a real receiver
+running beside them, in alternating blocks of one sitting. Goal: tracing on ≤ 1.05× the turn's median off."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from benchmarks import percentile
+from benchmarks.bench_turn import _time_turns, interleaved_blocks, signed_in_person
+
+GOAL_RATIO = 1.05
+PER_BLOCK = 12
+ROUNDS = 5
+
+
+@contextmanager
+def _traced_here(endpoint: str | None) -> Iterator[None]:
+    """This process's tracing on (to `endpoint`) or off, for the sends made here."""
+    from assistant.tracing import tracing_enabled
+
+    before = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if endpoint:
+        os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = endpoint
+    else:
+        os.environ.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
+    tracing_enabled.cache_clear()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
+        else:
+            os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = before
+        tracing_enabled.cache_clear()
+
+
+def main() -> None:
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from django.conf import settings
+    from django.test import override_settings
+
+    from assistant.testing.otlp_receiver import OTLPReceiver
+    from benchmarks.load import celery_worker, clear_leftovers, throwaway_database
+    from tracker.models import Project
+
+    clear_leftovers()
+    with throwaway_database("bench_tracing") as database_url, tempfile.TemporaryDirectory() as scratch, \
+            OTLPReceiver() as receiver:
+        user, sent_from = signed_in_person()
+        home = Project.objects.create(owner=user, name="Home")
+        calls = [
+            {"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Benchmark task"}},
+            {"name": "tracker_task_list", "arguments": {"search": "Benchmark"}},
+            {"name": "tracker_project_stats", "arguments": {"pk": home.pk}},
+        ]
+        script = Path(scratch) / "three-tool-turn.json"
+        script.write_text(json.dumps([{"tool_calls": calls}, {"text": "Done."}]))
+        untraced = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+        env = {**untraced, "DATABASE_URL": database_url}
+        traced_env = {**env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint}
+
+        def block(worker_env: dict[str, str], endpoint: str | None) -> Any:
+            def run(warmup: int) -> tuple[list[float], list[float]]:
+                with celery_worker(worker_env), _traced_here(endpoint):
+                    return asyncio.run(_time_turns(user, calls, sent_from, runs=PER_BLOCK, warmup=warmup,
+                                                   print_phases=False))
+            return run
+
+        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
+                                          "RUNS_PER_MINUTE": 10_000}):
+            off, on, bare, shares = interleaved_blocks(block(env, None), block(traced_env, receiver.endpoint),
+                                                       names=("off", "on"), rounds=ROUNDS)
+        spans = len(receiver.spans)
+    off_p50, on_p50 = statistics.median(off), statistics.median(on)
+    ratio = on_p50 / off_p50
+    print(f"turn, tracing off ({len(off)} turns): p50 {off_p50:.1f} ms, p95 {percentile(off, 0.95):.1f} ms")
+    print(f"turn, tracing on  ({len(on)} turns): p50 {on_p50:.1f} ms, p95 {percentile(on, 0.95):.1f} ms; "
+          f"{spans} spans received")
+    print(f"the 3 tool calls alone: p50 {statistics.median(bare):.1f} ms")
+    print(f"ratio on / off at the median: {ratio:.3f} (rounds' extra / overhead {min(shares):.2f}–{max(shares):.2f}); "
+          f"goal ≤ {GOAL_RATIO}: {'met' if ratio <= GOAL_RATIO else 'NOT met'}")

@@ -1,0 +1,152 @@
+"""Traces at a real OTLP receiver: a person's message, through a real worker that exports over OTLP/HTTP as the
+OTEL_* variables say, becomes one trace — the send, the asking run's `invoke_agent`, its `chat` calls, the
+`execute_tool` that asks a member (whose run, an `invoke_agent` of its own, is a child of the asking run's trace), the
+member's tool call, and inside it the site's own Django request for the tool's view. Each span is named and
+labelled by the GenAI conventions; the person's words are on none of them unless TRACE_CONTENT says so. With no
+exporter configured, the assistant imports nothing of OpenTelemetry."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from assistant.conversation.services import chat_send
+from assistant.models import AgentChat, AgentRun
+from assistant.testing.otlp_receiver import OTLPReceiver, ReceivedSpan
+from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from assistant.testing.worker import WorkerProcess
+from assistant.tracing import flush, tracing_enabled
+from tests.conftest import PROJECT_DIR, assistant_settings_with, site_worker, wait_for_run
+from tracker.models import Project, Task
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OTLPReceiver]:
+    """A receiver, and this process's tracing sending to it (the send's span is made here)."""
+    with OTLPReceiver() as started:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", started.endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        tracing_enabled.cache_clear()
+        yield started
+    tracing_enabled.cache_clear()
+
+
+@pytest.fixture
+def traced_worker(receiver: OTLPReceiver, session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
+    """The only worker on the test database while the test runs: one exporting its traces to the receiver."""
+    WorkerProcess.stop_all()
+    env = {**session_worker.env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
+           "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_SERVICE_NAME": "tracker-worker"}
+    worker = site_worker(env, f"traced-worker-{os.getpid()}")
+    worker.start()
+    yield worker
+    worker.stop()
+
+
+def _one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
+    found = [span for span in spans if span.name == name]
+    assert len(found) == 1, (name, [span.name for span in spans])
+    return found[0]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_message_with_a_member_and_a_tool_call_is_one_trace_of_genai_spans(
+        alice: Any, receiver: OTLPReceiver, traced_worker: WorkerProcess, fake_openai: FakeOpenAIServer) -> None:
+    home = Project.objects.create(owner=alice, name="Home")
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "Add the task 'Buy milk' to the project Home."})],
+                      usage=(120, 30)),
+        openai_stream([], [("c1", "tracker_task_create", {"project": home.pk, "title": "Buy milk"})],
+                      usage=(200, 40)),
+        openai_stream(["Added Buy milk to Home."], usage=(260, 12)),
+        openai_stream(["Buy milk is in Home."], usage=(300, 9)),
+    )
+    chat = AgentChat.objects.create(owner=alice, spec="test-asker")
+
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        sent = chat_send(user=alice, content="add Buy milk to Home", chat_id=chat.pk)
+    top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+    flush()
+    assert top.status == "succeeded", top.error
+    assert Task.objects.filter(project=home, title="Buy milk").exists()
+    [member] = AgentRun.objects.filter(parent=top)
+
+    def complete(spans: list[ReceivedSpan]) -> bool:
+        names = [span.name for span in spans]
+        return names.count("invoke_agent test-asker") >= 1 and "invoke_agent test-clerk" in names and \
+            "execute_tool tracker_task_create" in names and any(name.startswith("POST") for name in names)
+
+    spans = receiver.wait_for(complete)
+    send = _one(spans, "send test-asker")
+    asker = _one(spans, "invoke_agent test-asker")
+    clerk = _one(spans, "invoke_agent test-clerk")
+    tool = _one(spans, "execute_tool tracker_task_create")
+    [request] = [span for span in spans if span.name.startswith("POST") and span.parent_id == tool.span_id]
+    asked = _one(spans, "ask test-clerk")
+    # One trace, from the send down to the view's own request.
+    assert {span.trace_id for span in (send, asker, asked, clerk, tool, request)} == {send.trace_id}
+    assert asker.parent_id == send.span_id
+    assert clerk.parent_id == asked.span_id and asked.parent_id == asker.span_id
+    assert tool.parent_id == clerk.span_id
+    chats = [span for span in spans if span.name == "chat openai:fake-gpt"]
+    assert sorted(span.parent_id == asker.span_id for span in chats) == [False, False, True, True]
+    assert all(span.parent_id in (asker.span_id, clerk.span_id) for span in chats)
+    # Named and labelled by the GenAI conventions.
+    assert asker.attributes == {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "test-asker",
+                                "gen_ai.agent.id": str(top.pk), "gen_ai.conversation.id": str(chat.pk),
+                                "gen_ai.request.model": "openai:fake-gpt"}
+    assert clerk.attributes["gen_ai.agent.id"] == str(member.pk)
+    assert tool.attributes == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "tracker_task_create",
+                               "gen_ai.tool.call.id": tool.attributes["gen_ai.tool.call.id"],
+                               "gen_ai.tool.type": "function"}
+    first = next(span for span in chats if span.attributes["gen_ai.usage.input_tokens"] == 120)
+    assert first.attributes | {} == {"gen_ai.operation.name": "chat", "gen_ai.request.model": "openai:fake-gpt",
+                                     "gen_ai.provider.name": "openai", "gen_ai.response.model": "fake-gpt",
+                                     "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 30}
+    assert asker.service == "tracker-worker"
+    # The person's words are on no span: TRACE_CONTENT is off.
+    assert not any("Buy milk" in str(span.attributes) for span in spans if span.name != request.name)
+
+
+def test_with_no_exporter_the_assistant_imports_nothing_of_opentelemetry() -> None:
+    """In a process of its own, with no OTEL_* variable and OpenTelemetry made unimportable (other libraries, such
+    as redis-py, reach for it when it is installed): the run loop, the tool calls, a send, a run's life and the site's
+    worker and web entry points import, a span is opened and labelled, and no module of the assistant or the site
+    tried to import it."""
+    script = textwrap.dedent("""
+        import importlib.abc, sys, traceback
+        tried = []
+
+        class Refuse(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name.split(".")[0] != "opentelemetry":
+                    return None
+                frames = [frame for frame in traceback.extract_stack() if "importlib" not in frame.filename]
+                tried.append(frames[-2].filename if len(frames) > 1 else "?")
+                raise ModuleNotFoundError(name)
+
+        sys.meta_path.insert(0, Refuse())
+        import django
+        django.setup()
+        from assistant.tracing import span, tracing_enabled
+        with span("nothing") as traced:
+            traced.set({"a": 1})
+        assert not tracing_enabled()
+        import assistant.turn.loop, assistant.turn.calls, assistant.conversation.services, assistant.runs.lifecycle
+        import config.celery, config.asgi
+        ours = [name for name in tried if "/assistant/" in name or "/config/" in name]
+        print("ours:" + ",".join(ours) if ours else "clean")
+    """)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_DIR, env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "clean"
