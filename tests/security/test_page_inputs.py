@@ -37,7 +37,7 @@ from assistant.attachments.store import attachment_store
 from assistant.mcp.tokens import token_create
 from assistant.models import AgentAttachment, AgentChat, AgentMemory, AgentRun
 from tests.conftest import assistant_settings_with
-from tracker.models import Comment, Project, Task
+from tracker.models import Comment, Project, Task, TaskFile
 
 pytestmark = pytest.mark.django_db
 
@@ -102,6 +102,7 @@ class World:
     memory: AgentMemory
     attachment: AgentAttachment
     token: Any
+    task_file: TaskFile
 
 
 def _task_form(world: World) -> dict[str, str]:
@@ -184,6 +185,9 @@ PAGES: dict[str, Inputs] = {
     "tracker:comment_create": Inputs(post=("body",), valid=lambda world: {"body": "Done it."}),
     # Without a file, the import form asks for one (the page again, with the form's error).
     "tracker:project_import": Inputs(post=(), passes_with=200),
+    # Likewise a task's file form (its page again); a task's file is served to those who see the task.
+    "tracker:task_attach": Inputs(post=("file",), passes_with=200),
+    "tracker:task_file": Inputs(),
 }
 
 
@@ -232,14 +236,17 @@ def world(user_factory: Callable[..., Any]) -> World:
     AgentRun.objects.create(owner=person, chat=chat, status="succeeded", duration_ms=10)
     token = token_create(owner=person, name="Laptop", spec="default", read_only=False, expires_in=None).token
     attachment = attachment_store(user=person, upload=SimpleUploadedFile("notes.txt", b"milk, bread"))
+    task_file = TaskFile.objects.create(task=task, file=SimpleUploadedFile("quote.txt", b"20 EUR"), name="quote.txt",
+                                        size=6, content_type="text/plain", uploaded_by=person)
     return World(person=person, staff=staff, project=project, task=task, memory=memory, token=token,
-                 attachment=attachment)
+                 attachment=attachment, task_file=task_file)
 
 
 def _kwargs(name: str, page: Page, world: World) -> dict[str, Any]:
     """The ids in the page's address: the person's own task, project, memory or attachment."""
     on_a_task = name.split(":")[-1].startswith(("task_", "comment_"))
     ids = {"memory_id": world.memory.pk, "token_id": world.token.pk, "attachment_id": world.attachment.pk,
+           "file_id": world.task_file.pk,
            "pk": world.task.pk if on_a_task else world.project.pk,
            # The discovery documents of the OAuth issuer and of the MCP endpoint, under their own paths.
            "issuer_path": "oauth", "resource_path": "assistant/mcp/"}
