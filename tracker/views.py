@@ -441,8 +441,9 @@ def task_attach(request: HttpRequest, pk: int) -> HttpResponse:
                    "files": task.files.select_related("uploaded_by")}
         return TemplateResponse(request, "tracker/task_detail.html", context, status=200)
     upload = form.cleaned_data["file"]
+    person = cast(Any, request.user)  # signed in: login_required
     TaskFile.objects.create(task=task, file=upload, name=upload.name, size=upload.size,
-                            content_type=(upload.content_type or "")[:100], uploaded_by=request.user)
+                            content_type=(upload.content_type or "")[:100], uploaded_by=person)
     messages.success(request, f"“{upload.name}” attached to the task “{task.title}”.")
     return redirect(task)
 

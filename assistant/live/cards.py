@@ -156,7 +156,7 @@ def step_card(user: Any, tool_name: str, outcome: Any, *, sent_from: Any = None)
     model, fields = found
     shown = CardObject(fields, model)
     try:
-        html = get_template(definition.card).render({"object": shown, model._meta.model_name: shown})
+        html = get_template(definition.card).render({"object": shown, str(model._meta.model_name): shown})
     except (TemplateDoesNotExist, TemplateSyntaxError):
         logger.exception("Assistant tool %r: its card template %r cannot be loaded", tool_name, definition.card)
         return ""
