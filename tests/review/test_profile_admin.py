@@ -194,8 +194,9 @@ def test_the_window_is_rows_newest_first_each_run_linked_to_its_page(
         reverse("admin:assistant_agentrun_change", args=[run_id]) for run_id in run_ids
     ]
     oldest = rows[-1]
-    assert oldest[3:] == ["1.0 s", "search_tasks, create_task (failed)", "100", "—", "the form has errors"]
-    assert rows[0][3:] == ["4.0 s", "create_task", "400", "0 (thumbs down)", ""]
+    # Last, each run's cost: none of these had a price.
+    assert oldest[3:] == ["1.0 s", "search_tasks, create_task (failed)", "100", "—", "the form has errors", "—"]
+    assert rows[0][3:] == ["4.0 s", "create_task", "400", "0 (thumbs down)", "", "—"]
     assert rows[1][6] == "1 (thumbs up)"
 
 

@@ -24,7 +24,15 @@ from django.urls import reverse
 from assistant.evals.models import EvalCase, EvalResult, EvalRun, EvalSet
 from assistant.mcp.models import AccessToken
 from assistant.mcp.tokens import token_create
-from assistant.models import AgentChat, AgentMemory, AgentMessage, AgentPlan, AgentRun, AgentStep
+from assistant.models import (
+    AgentAllowance,
+    AgentChat,
+    AgentMemory,
+    AgentMessage,
+    AgentPlan,
+    AgentRun,
+    AgentStep,
+)
 from registry.admin_queries import LIST_PARAMETERS
 from registry.models import AgentProfile
 from registry.services import profile_record_invocation
@@ -88,9 +96,10 @@ def records(alice: Any) -> dict[type, Any]:
                                        passed=False, score=0.0, total_tokens=12, duration_ms=40, grades=[
                                            {"grader": "reply", "passed": False, "score": 0.0, "detail": "",
                                             "deviations": ["the reply lacks an answer"]}])
+    allowance = AgentAllowance.objects.create(user=alice, tokens_per_day=20_000)
     return {AgentChat: chat, AgentRun: run, AgentMessage: message, AgentStep: step, AgentMemory: memory,
             AgentPlan: plan, AgentProfile: profile, AccessToken: token, EvalSet: eval_set, EvalCase: case,
-            EvalRun: eval_run, EvalResult: result}
+            EvalRun: eval_run, EvalResult: result, AgentAllowance: allowance}
 
 
 # The parameters the lists' filters and the links to them use (each list refuses those of the others), the
