@@ -35,7 +35,7 @@ def test_text_from_runs_is_escaped_on_the_profile_page_and_in_the_list(user_fact
     assert "&lt;img src=x" in body
     page = AdminPage(body)
     assert page.figures["summary"] == profile_summary(owner=alice, spec_name=spec)
-    assert page.rows("window")[0][-1] == f"provider said {MARKUP}"
+    assert page.rows("window")[0][-2] == f"provider said {MARKUP}"  # the error, before the run's cost
     assert page.rows("tool-usage")[0][0] == f"tool{MARKUP}"
     assert page.rows("intents")[0][0] == f"intent{MARKUP}"
 
