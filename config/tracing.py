@@ -6,9 +6,12 @@ from __future__ import annotations
 
 
 def instrument_site() -> None:
+    import os
+
     from assistant.tracing import tracing_enabled
 
-    if not tracing_enabled():
+    disabled = {name.strip() for name in os.environ.get("OTEL_PYTHON_DISABLED_INSTRUMENTATIONS", "").split(",")}
+    if not tracing_enabled() or "django" in disabled:  # OpenTelemetry's own variable for leaving one out
         return
     try:
         from opentelemetry.instrumentation.django import DjangoInstrumentor
