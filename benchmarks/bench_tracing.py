@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from benchmarks import percentile
-from benchmarks.bench_turn import _time_turns, interleaved_blocks, signed_in_person
+from benchmarks.bench_turn import _time_turns, interleaved_blocks, three_tool_world
 
 GOAL_RATIO = 1.05
 PER_BLOCK = 12
@@ -43,29 +43,10 @@ def _traced_here(endpoint: str | None) -> Iterator[None]:
 
 
 def main() -> None:
-    import json
-    import tempfile
-    from pathlib import Path
-
-    from django.conf import settings
-    from django.test import override_settings
-
     from assistant.testing.otlp_receiver import OTLPReceiver
-    from benchmarks.load import celery_worker, clear_leftovers, throwaway_database
-    from tracker.models import Project
+    from benchmarks.load import celery_worker
 
-    clear_leftovers()
-    with throwaway_database("bench_tracing") as database_url, tempfile.TemporaryDirectory() as scratch, \
-            OTLPReceiver() as receiver:
-        user, sent_from = signed_in_person()
-        home = Project.objects.create(owner=user, name="Home")
-        calls = [
-            {"name": "tracker_task_create", "arguments": {"project": home.pk, "title": "Benchmark task"}},
-            {"name": "tracker_task_list", "arguments": {"search": "Benchmark"}},
-            {"name": "tracker_project_stats", "arguments": {"pk": home.pk}},
-        ]
-        script = Path(scratch) / "three-tool-turn.json"
-        script.write_text(json.dumps([{"tool_calls": calls}, {"text": "Done."}]))
+    with three_tool_world("bench_tracing") as (user, calls, sent_from, database_url), OTLPReceiver() as receiver:
         untraced = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
         env = {**untraced, "DATABASE_URL": database_url}
         # The assistant's own spans: the site's Django instrumentation (config/tracing.py) is left out, as its
@@ -80,10 +61,8 @@ def main() -> None:
                                                    print_phases=False))
             return run
 
-        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
-                                          "RUNS_PER_MINUTE": 10_000}):
-            off, on, bare, shares = interleaved_blocks(block(env, None), block(traced_env, receiver.endpoint),
-                                                       names=("off", "on"), rounds=ROUNDS)
+        off, on, bare, shares = interleaved_blocks(block(env, None), block(traced_env, receiver.endpoint),
+                                                   names=("off", "on"), rounds=ROUNDS)
         spans = len(receiver.spans)
     off_p50, on_p50 = statistics.median(off), statistics.median(on)
     ratio = on_p50 / off_p50

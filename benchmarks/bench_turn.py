@@ -158,11 +158,11 @@ def signed_in_person(username: str = "bench") -> tuple[Any, Any]:
 
 
 @contextmanager
-def three_tool_turns(database_name: str) -> Iterator[tuple[Any, list[dict[str, Any]], Any]]:
-    """A throwaway database `database_name` holding a signed-in person and their project "Home", a scripted
-    model that makes the turn's three tool calls and then answers, and a real worker: yields
-    (user, calls, sent_from) for `_time_turns`."""
-    from benchmarks.load import celery_worker, clear_leftovers, throwaway_database
+def three_tool_world(database_name: str) -> Iterator[tuple[Any, list[dict[str, Any]], Any, str]]:
+    """A throwaway database `database_name` holding a signed-in person and their project "Home", and a scripted
+    model that makes the turn's three tool calls and then answers, sent with every message while the block runs:
+    yields (user, calls, sent_from, database_url); the caller starts the worker(s)."""
+    from benchmarks.load import clear_leftovers, throwaway_database
     from tracker.models import Project
 
     clear_leftovers()
@@ -177,10 +177,19 @@ def three_tool_turns(database_name: str) -> Iterator[tuple[Any, list[dict[str, A
         script = Path(scratch) / "three-tool-turn.json"
         script.write_text(json.dumps([{"tool_calls": calls}, {"text": "Done."}]))
         # Each run keeps the settings it was sent with, the model among them, so the worker needs no override.
-        with celery_worker({**os.environ, "DATABASE_URL": database_url}), \
-                override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
-                                             "RUNS_PER_MINUTE": 10_000}):
-            yield user, calls, sent_from
+        with override_settings(ASSISTANT={**settings.ASSISTANT, "MODEL": f"scripted:{script}",
+                                          "RUNS_PER_MINUTE": 10_000}):
+            yield user, calls, sent_from, database_url
+
+
+@contextmanager
+def three_tool_turns(database_name: str) -> Iterator[tuple[Any, list[dict[str, Any]], Any]]:
+    """`three_tool_world` with a real worker on it: yields (user, calls, sent_from) for `_time_turns`."""
+    from benchmarks.load import celery_worker
+
+    with three_tool_world(database_name) as (user, calls, sent_from, database_url), \
+            celery_worker({**os.environ, "DATABASE_URL": database_url}):
+        yield user, calls, sent_from
 
 
 def main() -> None:

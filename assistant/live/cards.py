@@ -17,7 +17,6 @@ the step goes on without a card.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -28,11 +27,10 @@ from django.template import TemplateDoesNotExist, TemplateSyntaxError
 from django.template.loader import get_template
 from django.urls import Resolver404, resolve
 
-from assistant.live.markdown import LINK_REL, URL_SCHEMES
+from assistant.live.markdown import LINK_REL, URL_SCHEMES, link_kept
 from assistant.page_context.read import page_context
 from assistant.page_context.resolve import BadPage, page_subject
 from assistant.tools.declarations import ViewTool
-from assistant.tools.reads import SITE_PATH
 from assistant.tools.registry import registry
 
 logger = logging.getLogger(__name__)
@@ -51,7 +49,6 @@ CARD_ATTRIBUTES = {
     "th": {"scope", "colspan", "rowspan"},
     "td": {"colspan", "rowspan"},
 }
-_ABSOLUTE = re.compile(r"(?:https?|mailto):", re.IGNORECASE)
 
 
 class CardObject(Mapping[str, Any]):
@@ -102,9 +99,7 @@ class CardObject(Mapping[str, Any]):
 
 
 def _keep_attribute(tag: str, name: str, value: str) -> str | None:
-    if tag == "a" and name == "href":
-        return value if _ABSOLUTE.match(value) or SITE_PATH.fullmatch(value) else None
-    return value
+    return link_kept(value) if tag == "a" and name == "href" else value
 
 
 def sanitise_card(html: str) -> str:

@@ -55,11 +55,16 @@ _LANGUAGE_CLASS = re.compile(r"language-[A-Za-z0-9_+#.-]{1,40}")
 _ABSOLUTE = re.compile(r"(?:https?|mailto):", re.IGNORECASE)
 
 
+def link_kept(href: str) -> str | None:
+    """A link's address as sanitised HTML may keep it: the web, mail, or a path of this site; None otherwise."""
+    return href if _ABSOLUTE.match(href) or SITE_PATH.fullmatch(href) else None
+
+
 def _keep_attribute(tag: str, name: str, value: str) -> str | None:
     if tag == "code" and name == "class":
         return value if _LANGUAGE_CLASS.fullmatch(value) else None
     if tag == "a" and name == "href":
-        return value if _ABSOLUTE.match(value) or SITE_PATH.fullmatch(value) else None
+        return link_kept(value)
     return value
 
 

@@ -10,13 +10,11 @@ import json
 from typing import Any
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
-from django.urls import reverse
 
 from assistant.conversation.services import chat_send
 from assistant.models import AgentChat, AgentRun, AgentStep
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
+from tests.attachments.test_attachments_tools import uploaded
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
 from tracker.models import Project, Task
 
@@ -25,18 +23,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 CSV = b"title,priority,due_date\nBuy milk,high,2026-12-10\nFix the fence,,\n"
 
 
-def _uploaded(user: Any, name: str, body: bytes) -> int:
-    client = Client()
-    client.force_login(user)
-    answer = client.post(reverse("assistant:attachments"),
-                         {"file": SimpleUploadedFile(name, body, content_type="text/csv")})
-    assert answer.status_code == 201, answer.content
-    return int(answer.json()["attachment"]["id"])
-
-
 def test_the_demo_society_imports_an_attached_csv_through_the_clerk(alice: Any, celery_worker: WorkerProcess) -> None:
     home = Project.objects.create(owner=alice, name="Home")
-    csv = _uploaded(alice, "tasks.csv", CSV)
+    csv = uploaded(alice, "tasks.csv", CSV)
     chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
 
     sent = chat_send(user=alice, content="make tasks from this CSV in Home", chat_id=chat.pk, attachments=[csv])
@@ -67,8 +56,8 @@ def test_a_member_asked_with_the_request_gets_its_files_and_hands_one_to_a_view(
     alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     home = Project.objects.create(owner=alice, name="Home")
-    csv = _uploaded(alice, "tasks.csv", CSV)
-    theirs = _uploaded(bob, "theirs.csv", CSV)
+    csv = uploaded(alice, "tasks.csv", CSV)
+    theirs = uploaded(bob, "theirs.csv", CSV)
     fake_openai.queue(
         # The asker hands the work over; its member reads the file it was given and imports it. Another person's
         # file is no file of this person's, at this depth as at the top.
@@ -102,7 +91,7 @@ def test_a_member_asked_with_the_request_gets_its_files_and_hands_one_to_a_view(
 def test_the_demo_society_attaches_a_file_to_the_task_it_names(alice: Any, celery_worker: WorkerProcess) -> None:
     home = Project.objects.create(owner=alice, name="Home")
     fence = Task.objects.create(project=home, title="Fix the fence")
-    quote = _uploaded(alice, "quote.csv", b"item,price\nposts,80\n")
+    quote = uploaded(alice, "quote.csv", b"item,price\nposts,80\n")
     chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
 
     sent = chat_send(user=alice, content="attach this to “Fix the fence”", chat_id=chat.pk, attachments=[quote])

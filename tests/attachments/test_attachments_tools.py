@@ -25,7 +25,7 @@ CSV = b"title,priority,due_date\nBuy milk,high,2026-12-10\nFix the fence,,\n"
 BAD = b"title,priority\nBuy milk,urgent\n"
 
 
-def _uploaded(user: Any, name: str, body: bytes) -> int:
+def uploaded(user: Any, name: str, body: bytes) -> int:
     client = Client()
     client.force_login(user)
     answer = client.post(reverse("assistant:attachments"),
@@ -38,8 +38,8 @@ def test_a_csv_becomes_tasks_through_the_trackers_own_form_and_a_bad_one_or_anot
     alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
 ) -> None:
     home = Project.objects.create(owner=alice, name="Home")
-    good, bad = _uploaded(alice, "tasks.csv", CSV), _uploaded(alice, "bad.csv", BAD)
-    theirs = _uploaded(bob, "theirs.csv", CSV)
+    good, bad = uploaded(alice, "tasks.csv", CSV), uploaded(alice, "bad.csv", BAD)
+    theirs = uploaded(bob, "theirs.csv", CSV)
     fake_openai.queue(
         openai_stream([], [("c1", "tracker_tasks_import", {"pk": home.pk, "file": bad})]),
         openai_stream([], [("c2", "tracker_tasks_import", {"pk": home.pk, "file": theirs})]),
