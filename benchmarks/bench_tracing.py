@@ -1,8 +1,8 @@
 """What tracing costs a turn: the whole-turn time of `bench_turn` (send → replied, three tool calls, a real worker)
 with tracing off, and with the web side and the worker exporting the assistant's spans over OTLP/HTTP to a real
 receiver running beside them, in alternating blocks of one sitting. Goal: tracing on ≤ 1.05× the turn's median off.
-(The site's own Django spans, which config/tracing.py adds when tracing is on, are the site's cost: left out here
-with OpenTelemetry's OTEL_PYTHON_DISABLED_INSTRUMENTATIONS.)"""
+(The site's own Django and psycopg spans, which config/tracing.py adds when tracing is on, are the site's cost:
+left out here with OpenTelemetry's OTEL_PYTHON_DISABLED_INSTRUMENTATIONS.)"""
 
 from __future__ import annotations
 
@@ -49,10 +49,10 @@ def main() -> None:
     with three_tool_world("bench_tracing") as (user, calls, sent_from, database_url), OTLPReceiver() as receiver:
         untraced = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
         env = {**untraced, "DATABASE_URL": database_url}
-        # The assistant's own spans: the site's Django instrumentation (config/tracing.py) is left out, as its
-        # spans are the site's, there whether the assistant traces or not.
+        # The assistant's own spans: the site's Django and psycopg instrumentations (config/tracing.py) are left
+        # out, as their spans are the site's, there whether the assistant traces or not.
         traced_env = {**env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
-                      "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "django"}
+                      "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "django,psycopg"}
 
         def block(worker_env: dict[str, str], endpoint: str | None) -> Any:
             def run(warmup: int) -> tuple[list[float], list[float]]:

@@ -90,6 +90,11 @@ def test_a_message_with_a_member_and_a_tool_call_is_one_trace_of_genai_spans(
     tool = _one(spans, "execute_tool tracker_task_create")
     [request] = [span for span in spans if span.name.startswith("POST") and span.parent_id == tool.span_id]
     asked = _one(spans, "ask test-clerk")
+    # The view's own queries, by the site's psycopg instrumentation, inside its request: the task's INSERT too.
+    queries = [span for span in spans if span.parent_id == request.span_id
+               and span.attributes.get("db.system", span.attributes.get("db.system.name")) == "postgresql"]
+    assert any(str(span.attributes.get("db.statement", span.attributes.get("db.query.text", ""))).startswith(
+        'INSERT INTO "tracker_task"') for span in queries), [span.name for span in queries]
     # One trace, from the send down to the view's own request.
     assert {span.trace_id for span in (send, asker, asked, clerk, tool, request)} == {send.trace_id}
     assert asker.parent_id == send.span_id
