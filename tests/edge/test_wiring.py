@@ -160,6 +160,20 @@ def test_no_template_of_the_core_names_a_url_of_an_optional_sub_app() -> None:
     assert not {(template, name) for template, name in named if name in sub_app_names}
 
 
+def test_no_script_of_the_core_names_a_channel_of_an_optional_sub_app() -> None:
+    # The panel tells an agent's chat from its own by the core's channel ("panel"), not by the value an optional
+    # sub-app registers: a site without that app, or with another, gets the same panel.
+    from assistant.channel_policies import PANEL, channel_policies
+
+    sub_app_values = {policy.value for policy in channel_policies()} - {PANEL.value}
+    assert {"mcp", "eval"} <= sub_app_values
+    scripts = list((PROJECT_DIR / "assistant" / "static" / "assistant").glob("*.js"))
+    named = {(script.name, value) for script in scripts for value in sub_app_values
+             if re.search(rf"""["']{re.escape(value)}["']""", script.read_text())}
+    assert not named
+    assert any(f'"{PANEL.value}"' in script.read_text() for script in scripts)  # the search finds the core's own
+
+
 HOST_CELERY = '''
     import os
 

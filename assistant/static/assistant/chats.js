@@ -9,14 +9,17 @@
   var button = Conversation.helpers.button;
   var iconButton = Conversation.helpers.iconButton;
   var requestId = Conversation.helpers.requestId;
-  // A chat of the person's own agent (channel "mcp", docs/protocol.md) is the record of what the agent did as
-  // them with one of their access tokens. Its title is made as "<token name> (your agent)"; the list shows the
-  // name with a badge that says the same in words.
+  // The panel's own channel (docs/protocol.md). A chat of any other channel the person sees is the record of
+  // what their own agent did as them with one of their access tokens (the server refuses sends into it, as
+  // `agent_chat`), whichever optional app made it. Its title is made as "<token name> (your agent)"; the list
+  // shows the name with a badge that says the same in words.
+  var PANEL_CHANNEL = "panel";
   var AGENT_TITLE_SUFFIX = " (your agent)";
 
   function isAgentChat(chat) {
-    return !!chat && chat.channel === "mcp";
+    return !!chat && !!chat.channel && chat.channel !== PANEL_CHANNEL;
   }
+  Conversation.helpers.isAgentChat = isAgentChat;
 
   // The agent's name as its chat's title gave it, while the person has not renamed the chat.
   function agentNameFromTitle(title) {
@@ -206,7 +209,7 @@
   Conversation.prototype.noteAgentRuns = function (chatId, runs) {
     var self = this;
     (runs || []).forEach(function (run) {
-      if (run && run.channel === "mcp" && run.client) self.agentNames[chatId] = run.client;
+      if (run && run.channel && run.channel !== PANEL_CHANNEL && run.client) self.agentNames[chatId] = run.client;
     });
   };
 

@@ -962,7 +962,7 @@
     if (event.chat_id !== this.chatId) {
       // Another tab's message in another chat stays there; this tab's own send (or a first chat) is followed.
       // A call of the person's own agent is news in the list only: it never takes them from where they are.
-      var agents = event.chat && event.chat.channel === "mcp";
+      var agents = Conversation.helpers.isAgentChat(event.chat);
       if (agents || (!mine && (this.chatId !== null || this.newChat))) return;
       this.chatId = event.chat_id;
       this.newChat = false;
