@@ -150,6 +150,20 @@ def attachment_store(*, user: Any, upload: UploadedFile | None) -> AgentAttachme
     return attachment
 
 
+def attachment_copy(attachment: AgentAttachment) -> AgentAttachment:
+    """A new, unsent attachment of the same person with the same content: a file a message sent goes again with the
+    message that rewrites it, and each copy goes with its own message's chat and branch."""
+    copy = AgentAttachment(owner_id=attachment.owner_id, name=attachment.name, content_type=attachment.content_type,
+                           size=attachment.size, sha256=attachment.sha256)
+    with attachment.file.open("rb") as handle:
+        body = handle.read()
+    stored_name = (attachment.file.name or "file").rsplit("/", 1)[-1]
+    with transaction.atomic():
+        copy.file.save(stored_name[:100], ContentFile(body), save=False)
+        copy.save()
+    return copy
+
+
 def attachment_get(*, user: Any, attachment_id: Any) -> AgentAttachment | None:
     """One of the person's own attachments whose content is kept, or None (another person's is as missing)."""
     try:

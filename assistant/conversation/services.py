@@ -20,7 +20,7 @@ from assistant.access.authority import (
     session_group,
 )
 from assistant.access.session_keys import SessionKeyUnreadable, session_key_digests, session_key_open
-from assistant.attachments.store import attachment_payload, attachments_remove_content
+from assistant.attachments.store import attachment_copy, attachment_payload, attachments_remove_content
 from assistant.channel_policies import PANEL, channel_policy
 from assistant.conf import assistant_settings
 from assistant.infra import event_names
@@ -108,7 +108,8 @@ def chat_send(
     which the person then reads; the branch it came from is kept as it is, and nothing it did is undone.
 
     `attachments`: ids of files the person uploaded for this message (assistant/attachments/), theirs and not
-    sent yet; with them the text may be empty.
+    sent yet; with them the text may be empty. An edit may also name files the edited message was sent with:
+    each goes again, as a copy that is the new message's.
     """
     text = (content or "").strip()
     attachments = list(dict.fromkeys(attachments or []))
@@ -144,7 +145,7 @@ def chat_send(
     else:
         # The person's current chat is one they talk in: a chat of their agent's calls never is.
         chat = None if new_chat else chats.filter(channel=PANEL.value).order_by("-updated_at", "-id").first()
-    given = _unsent_attachments(user, attachments)
+    given = _unsent_attachments(user, attachments, edited=edited)
     # The message's time, and so its chat's newest activity.
     now = timezone.now()
     made = chat is None
@@ -166,6 +167,8 @@ def chat_send(
     if seen is not None:
         config["page"] = seen.as_data()
     if given:
+        # Checked and allowed: an edited message's own files are copied now, to be the new message's.
+        given = [each if each.message_id is None else attachment_copy(each) for each in given]
         config["attachments"] = [each.pk for each in given]  # so its record knows, without looking, that it has any
     run = run_open(owner=user, chat=chat, spec=chat.spec, config=config, sent_from=sent_from)
     message = AgentMessage(chat=chat, owner=user, role=AgentMessage.Role.USER, content=text, run=run, created_at=now,
@@ -238,13 +241,16 @@ def chat_branch(*, user: Any, message_id: int) -> AgentChat:
     return chat
 
 
-def _unsent_attachments(user: Any, ids: list[int]) -> list[AgentAttachment]:
+def _unsent_attachments(user: Any, ids: list[int], *, edited: AgentMessage | None = None) -> list[AgentAttachment]:
     """The person's own attachments `ids`, locked for this send: each uploaded, kept and not sent with another
-    message (two tabs sending one file: the second finds it sent). Another person's is as missing."""
+    message (two tabs sending one file: the second finds it sent). Another person's is as missing. For an edit,
+    a file the edited message was sent with (and still kept) is found too: the send copies it."""
     if not ids:
         return []
-    found = {each.pk: each for each in AgentAttachment.objects.for_user(user).select_for_update(of=("self",))
-             .filter(pk__in=ids, message__isnull=True, removed_at__isnull=True)}
+    kept = AgentAttachment.objects.for_user(user).filter(pk__in=ids, removed_at__isnull=True)
+    found = {each.pk: each for each in kept.select_for_update(of=("self",)).filter(message__isnull=True)}
+    if edited is not None:
+        found.update({each.pk: each for each in kept.filter(message=edited).exclude(pk__in=found)})
     missing = [each for each in ids if each not in found]
     if missing:
         raise NotFound(f"No attachment {missing[0]!r} to send: it is not yours, or was sent already.")

@@ -182,3 +182,66 @@ def test_a_picture_goes_to_a_provider_that_takes_pictures_as_an_image_part_besid
     assert "a picture: shown beside this message" in words["text"]
     assert image == {"type": "image_url",
                      "image_url": {"url": "data:image/png;base64," + base64.b64encode(PNG).decode()}}
+
+
+@pytest.mark.worker
+def test_an_edit_takes_the_files_its_message_was_sent_with_that_the_person_keeps_and_no_others(
+    alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.queue(openai_stream(["Two tasks in it."]), openai_stream(["One picture, two tasks."]),
+                      openai_stream(["Just the list."]))
+    csv = _upload(_client(alice), "tasks.csv", CSV, "text/csv").json()["attachment"]
+    picture = _upload(_client(alice), "photo.png", PNG, "image/png").json()["attachment"]
+    bobs = _upload(_client(bob), "theirs.txt", b"bob's", "text/plain").json()["attachment"]
+    tab = connect(alice)
+
+    async def scenario() -> dict[str, Any]:
+        assert (await tab.connect())[0]
+        seen: dict[str, Any] = {}
+        await tab.send_json_to({"type": "assistant.send", "content": "what is in these?",
+                                "attachments": [csv["id"], picture["id"]]})
+        events = await receive_until(tab, lambda e: e["type"] in {"assistant.replied", "assistant.error"}, timeout=30)
+        first = events[0]["message"]
+        # The edit keeps both: each goes again, as the new message's own.
+        await tab.send_json_to({"type": "assistant.send", "content": "and now?", "edit_of": first["id"],
+                                "attachments": [csv["id"], picture["id"]], "request_id": "both"})
+        events = await receive_until(tab, lambda e: e["type"] in {"assistant.replied", "assistant.error"}, timeout=30)
+        seen["both"] = events[0]
+        # Another person's file, or a file of another of one's messages, is not the edited message's to take.
+        for request, ids in (("bobs", [bobs["id"]]), ("other", [events[0]["message"]["attachments"][0]["id"]])):
+            await tab.send_json_to({"type": "assistant.send", "content": "x", "edit_of": first["id"],
+                                    "attachments": ids, "request_id": request})
+            seen[request] = (await receive_until(tab, lambda e: e["type"] == "assistant.error", timeout=10))[-1]
+        # The person left the picture out.
+        await tab.send_json_to({"type": "assistant.send", "content": "only the list", "edit_of": first["id"],
+                                "attachments": [csv["id"]], "request_id": "one"})
+        events = await receive_until(tab, lambda e: e["type"] in {"assistant.replied", "assistant.error"}, timeout=30)
+        seen["one"] = events[0]
+        await tab.disconnect()
+        seen["first"] = first
+        return seen
+
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        seen = asyncio.run(scenario())
+
+    assert seen["bobs"]["code"] == "not_found" and seen["other"]["code"] == "not_found"
+    both = seen["both"]["message"]["attachments"]
+    assert [(file["name"], file["size"]) for file in both] == [("tasks.csv", len(CSV)), ("photo.png", len(PNG))]
+    assert not {file["id"] for file in both} & {csv["id"], picture["id"]}  # copies, the new message's
+    assert seen["first"]["attachments"] == [csv, picture]  # the edited message keeps its own
+    # Each copy is its person's to open, with the same content.
+    assert _client(alice).get(both[0]["url"]).getvalue() == CSV
+    assert _client(bob).get(both[0]["url"]).status_code == 404
+    # The model read the edit's files as it read the first message's: the CSV as data, the picture as a part.
+    edit_body = fake_openai.bodies[1]
+    [words, image] = [m["content"] for m in edit_body["messages"] if m["role"] == "user"][-1]
+    assert words["text"].startswith("and now?\n\n<attachments>") and "Buy milk" in words["text"]
+    assert image["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PNG).decode()
+    # The last edit has the list alone.
+    assert [file["name"] for file in seen["one"]["message"]["attachments"]] == ["tasks.csv"]
+    asked = [m["content"] for m in fake_openai.bodies[-1]["messages"] if m["role"] == "user"][-1]
+    assert isinstance(asked, str) and asked.startswith("only the list\n\n<attachments>")
+    # Each of alice's five files (two sent, three copies) has its own stored content: removing one leaves the rest.
+    names = [row.file.name for row in AgentAttachment.objects.filter(owner=alice)]
+    assert len(set(names)) == 5 and all(row.file.storage.exists(name) for row, name in
+                                         zip(AgentAttachment.objects.filter(owner=alice), names, strict=True))

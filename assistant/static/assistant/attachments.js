@@ -135,6 +135,36 @@
     this.tray.hidden = true;
   };
 
+  // In the editor of a message sent with files: those still kept go again with the edit (the server copies
+  // them to the new message), each with a button to leave it out.
+  Conversation.prototype.showKeptFiles = function (form, message, before) {
+    var files = (message.attachments || []).filter(function (file) { return !!file.url; });
+    if (!files.length) return;
+    var tray = el("div", "assistant-edit-files");
+    tray.setAttribute("role", "group");
+    tray.setAttribute("aria-label", "Files that go with the edit");
+    var self = this;
+    files.forEach(function (file) {
+      var chip = tray.appendChild(self.chip(file.name, sizeWords(file.size), ""));
+      chip.classList.remove("is-uploading");
+      chip.setAttribute("data-edit-file", String(file.id));
+    });
+    tray.addEventListener("click", function (event) {
+      var remove = event.target.closest("[data-attachment-remove]");
+      if (!remove) return;
+      remove.closest("[data-edit-file]").remove();
+      form.querySelector("[data-edit-text]").focus();
+    });
+    form.insertBefore(tray, before);
+  };
+
+  // The ids of the files the editor still holds.
+  Conversation.prototype.keptFiles = function (form) {
+    return Array.prototype.map.call(form.querySelectorAll("[data-edit-file]"), function (chip) {
+      return Number(chip.getAttribute("data-edit-file"));
+    });
+  };
+
   // Under a message: the files sent with it.
   Conversation.prototype.showAttachments = function (node, message) {
     var files = message.attachments || [];

@@ -97,6 +97,7 @@
     text.setAttribute("data-edit-text", "");
     var hint = form.appendChild(el("p", "assistant-edit-hint", KEEPS));
     hint.id = id + "-hint";
+    if (this.showKeptFiles) this.showKeptFiles(form, message, hint);
     text.setAttribute("aria-describedby", hint.id);
     var buttons = form.appendChild(el("div", "assistant-edit-buttons"));
     var send = buttons.appendChild(el("button", "assistant-button", "Send"));
@@ -125,7 +126,8 @@
 
   Conversation.prototype.sendEdit = function (item, form) {
     var text = form.querySelector("[data-edit-text]").value.trim();
-    if (!text) return;
+    var files = this.keptFiles ? this.keptFiles(form) : [];
+    if (!text && !files.length) return;
     if (this.activeRun) {
       this.setStatus("The assistant is still working: wait for it, or stop it, before editing.", "is-error");
       return;
@@ -133,6 +135,7 @@
     var id = requestId("edit");
     var event = { type: "assistant.send", content: text, chat_id: this.chatId,
                   edit_of: Number(item.dataset.messageId), request_id: id };
+    if (files.length) event.attachments = files;
     var page = this.pageForSend ? this.pageForSend() : null;
     if (page) event.page = page;
     this.pendingEdits = this.pendingEdits || {};
