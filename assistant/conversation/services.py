@@ -4,7 +4,7 @@ events, and enqueues work, only after that transaction commits."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -81,6 +81,9 @@ class Sent:
     chat: AgentChat
     message: AgentMessage
     run: AgentRun
+    #: What `assistant.sent` says beside the chat, message and run (the message's branch and files, whether it
+    #: answers again), so a sender told of it later (Redis down at the commit) is told the same.
+    announced: dict[str, Any] = field(default_factory=dict)
 
 
 @transaction.atomic
@@ -185,8 +188,8 @@ def chat_send(
             chat.leaf = message
         chat.save(update_fields=["title", "updated_at", "last_activity_at", *(["leaf"] if branched else [])])
     branch = branch_payloads([message]).get(message.pk) if edited is not None else None
-    return _start(Sent(chat=chat, message=message, run=run), text, request_id=request_id, branch=branch,
-                  attachments=[attachment_payload(each) for each in given])
+    return _start(Sent(chat=chat, message=message, run=run, announced={
+        "branch": branch, "attachments": [attachment_payload(each) for each in given]}), text, request_id=request_id)
 
 
 @transaction.atomic
@@ -217,8 +220,10 @@ def chat_regenerate(*, user: Any, message_id: int, request_id: Any = None,
     chat.last_activity_at = timezone.now()
     chat.leaf = question  # the answer to come ends the branch the person reads (StepJournal.succeed)
     chat.save(update_fields=["updated_at", "last_activity_at", "leaf"])
-    return _start(Sent(chat=chat, message=question, run=run), question.content, request_id=request_id,
-                  branch=branch_payloads([question]).get(question.pk), answers_again=True)
+    return _start(Sent(chat=chat, message=question, run=run, announced={
+        "branch": branch_payloads([question]).get(question.pk), "answers_again": True,
+        "attachments": [attachment_payload(each) for each in question.attachments.all()]}),
+        question.content, request_id=request_id)
 
 
 @transaction.atomic
@@ -306,7 +311,7 @@ def _write_within_the_rate(user: Any, since: datetime, *, inserts: list[Any]) ->
         raise Refused("rate_limited", RATE_LIMITED)
 
 
-def _start(sent: Sent, question: str, *, request_id: Any, **announced: Any) -> Sent:
+def _start(sent: Sent, question: str, *, request_id: Any) -> Sent:
     """Announce the send and enqueue its run, on commit.
 
     Announced, and out (numbered and published), before the run is enqueued (all on commit, in this order):
@@ -315,7 +320,7 @@ def _start(sent: Sent, question: str, *, request_id: Any, **announced: Any) -> S
     reply then came before the message, to a panel that did not know the chat yet. It costs the send one trip
     to Redis; a Redis that does not answer holds it up no longer than the count's own timeout. The question
     rides along so the worker can embed it for recall at once."""
-    run_sent_announce(sent.run, sent.chat, sent.message, request_id=request_id, **announced)
+    run_sent_announce(sent.run, sent.chat, sent.message, request_id=request_id, **sent.announced)
     transaction.on_commit(lambda: publisher.flush(timeout=EVENT_SEQ_TIMEOUT_SECONDS))
     run_enqueue(sent.run.pk, {"question": question, "embedder": sent.run.config["embedder"]})
     return sent

@@ -38,11 +38,11 @@ def chat_regenerate_from_socket(user: Any, *, message_id: int, request_id: Any,
                                 sent_from: SentFrom | None) -> dict[str, Any] | None:
     """Answer one of the person's messages again (services.chat_regenerate), as `chat_send_from_socket` sends."""
     return _stored_from_socket(user, sent_from, request_id, lambda: services.chat_regenerate(
-        user=user, message_id=message_id, request_id=request_id, sent_from=sent_from), answers_again=True)
+        user=user, message_id=message_id, request_id=request_id, sent_from=sent_from))
 
 
 def _stored_from_socket(user: Any, sent_from: SentFrom | None, request_id: Any,
-                        store: Callable[[], services.Sent], **announced: Any) -> dict[str, Any] | None:
+                        store: Callable[[], services.Sent]) -> dict[str, Any] | None:
     # A message is an instruction to act as the person: only while the session it comes with is live.
     # Checked here, in the same trip to the database thread as the send.
     if sent_from is not None and not session_acts_as(sent_from.session_key, user.pk):
@@ -56,5 +56,6 @@ def _stored_from_socket(user: Any, sent_from: SentFrom | None, request_id: Any,
             raise
         logger.warning("Run %s is stored but could not be started now; the sweeper will start it", sent.run.pk,
                        exc_info=True)
-        return sent_event(sent.run, sent.chat, sent.message, request_id=request_id, **announced)
+        # Told as everyone would have been: with the message's branch and files.
+        return sent_event(sent.run, sent.chat, sent.message, request_id=request_id, **sent.announced)
     return None

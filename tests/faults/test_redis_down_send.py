@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from assistant.conf import assistant_settings
@@ -134,3 +137,37 @@ def test_events_lost_while_redis_is_unreachable_are_followed_by_a_resync(
 
     received = asyncio.run(scenario())
     assert all(unnumbered(event) == {"type": "assistant.resync", "reason": "lost"} for event in received)
+
+
+@pytest.mark.worker
+def test_an_edit_sent_while_redis_is_unreachable_is_told_to_its_sender_with_its_branch_and_files(
+    alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer, outage: CuttableProxy
+) -> None:
+    fake_openai.queue(openai_stream(["Two tasks."]))
+    uploader = Client()
+    uploader.force_login(alice)
+    csv = uploader.post(reverse("assistant:attachments"), {"file": SimpleUploadedFile(
+        "tasks.csv", b"title\nBuy milk\nFix the fence\n", content_type="text/csv")}).json()["attachment"]
+    socket = connect(alice)
+
+    async def scenario() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        assert (await socket.connect())[0]
+        await socket.send_json_to({"type": "assistant.send", "content": "what is in this?", "attachments": [csv["id"]]})
+        first = (await receive_until(socket, lambda event: event["type"] == "assistant.replied", timeout=30))[0]
+        outage.cut()
+        await socket.send_json_to({"type": "assistant.send", "content": "how many?", "edit_of": first["message"]["id"],
+                                   "attachments": [csv["id"]], "request_id": "e1"})
+        during = await receive_until(socket, lambda event: event["type"] == "assistant.error")
+        outage.restore()
+        await socket.disconnect()
+        return first, during
+
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        first, (sent, error) = asyncio.run(scenario())
+
+    assert (sent["type"], error["code"]) == ("assistant.sent", "unavailable")
+    # As every tab would have been told: the new version's place beside the first, and its file.
+    assert sent["message"]["parent_id"] == first["message"]["parent_id"]
+    assert sent["message"]["branch"]["count"] == 2
+    [file] = sent["message"]["attachments"]
+    assert file["name"] == "tasks.csv" and file["id"] != csv["id"]
