@@ -23,23 +23,25 @@ pytestmark = BROWSER_MARKS
 PAGE = ".assistant-surface-page"
 WAIT = 10_000  # ms: the panel waits 1.5 s for a missing number before it reloads
 
-# Every assistant.load the page sends, and every answer to one it receives, counted before the page's own
-# scripts run.
+# Every assistant.load the page sends, counted, and every request it sends (a load, the list of chats) until
+# its answer comes back, before the page's own scripts run.
 COUNT_LOADS = """
 (() => {
   window.__loads = 0;
-  window.__answers = 0;
+  window.__unanswered = new Set();
   const send = WebSocket.prototype.send;
   WebSocket.prototype.send = function (data) {
-    if (!this.__answersCounted) {
-      this.__answersCounted = true;
+    if (!this.__answersFollowed) {
+      this.__answersFollowed = true;
       this.addEventListener("message", (message) => {
-        try {
-          if (JSON.parse(message.data).type === "assistant.messages_loaded") window.__answers += 1;
-        } catch (error) { /* not JSON */ }
+        try { window.__unanswered.delete(JSON.parse(message.data).request_id); } catch (error) { /* not JSON */ }
       });
     }
-    try { if (JSON.parse(data).type === "assistant.load") window.__loads += 1; } catch (error) { /* not JSON */ }
+    try {
+      const request = JSON.parse(data);
+      if (request.type === "assistant.load") window.__loads += 1;
+      if (request.request_id) window.__unanswered.add(request.request_id);
+    } catch (error) { /* not JSON */ }
     return send.call(this, data);
   };
 })();
@@ -103,12 +105,14 @@ def test_a_missing_number_makes_the_panel_reload_and_a_count_begun_again_does_no
     _rename(alice, other, "Older chat, after the restart")
     expect(title).to_have_text("Groceries, after the restart", timeout=WAIT)
     assert _sequence(page)["restarts"] == 1 and _sequence(page)["last"] == 1
-    # Every reload the restart asked for has been answered: a reload still under way after the next loss
-    # would cover it (rightly), and the loss would go uncounted.
-    page.wait_for_function("window.__answers >= window.__loads", timeout=WAIT)
+    # Everything the restart asked for (the chat, the list of chats) has been answered: an answer still under
+    # way after the next loss would cover it (rightly: it is read after it), and would show its title first.
+    page.wait_for_function("window.__unanswered.size === 0", timeout=WAIT)
 
     # ...and still catches the next loss.
     _lose_one_event(shown, "Groceries, caught again")
     _rename(alice, other, "Older chat, once more")
+    page.wait_for_function(f"document.querySelector('{PAGE}').assistantConversation.sequence.gaps === 2",
+                           timeout=WAIT)
     expect(title).to_have_text("Groceries, caught again", timeout=WAIT)
     assert _sequence(page)["gaps"] == 2 and _sequence(page)["last"] == 3
