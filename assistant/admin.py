@@ -9,10 +9,12 @@ default would answer a yes-or-no question about any column, a run's stored sessi
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.urls import path, reverse
@@ -49,7 +51,7 @@ from assistant.review.filters import (
     TreeFilter,
 )
 from assistant.review.plans import plan_anchor, plan_status
-from assistant.runs.allowances import period_bounds, spent_since
+from assistant.runs.allowances import PERIODS, period_bounds, spent_by_people, spent_since
 from registry.admin_queries import StrictAdminQueryMixin
 
 
@@ -369,6 +371,21 @@ class AgentAllowanceForm(forms.ModelForm):
         return cleaned
 
 
+def _period_starts(now: datetime) -> dict[str, datetime]:
+    return {period: period_bounds(period, now)[0] for period in PERIODS}
+
+
+class _AllowanceChangeList(ChangeList):
+    """The allowances' list, whose page of people's rows reads what they spent in one statement."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        people = [allowance for allowance in self.result_list if allowance.user_id is not None]
+        spent = spent_by_people({allowance.user_id for allowance in people}, _period_starts(timezone.now()))
+        for allowance in people:
+            allowance.spent = spent[allowance.user_id]
+
+
 @admin.register(AgentAllowance)
 class AgentAllowanceAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
     """What people and groups may spend on the assistant's models (assistant/runs/allowances.py); a person's
@@ -380,8 +397,9 @@ class AgentAllowanceAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
     list_select_related = ("user", "group")
     search_fields = ("user__username", "group__name")
     allowed_lookups = frozenset()
-    # Each person's row reads their spend (two aggregates): a page of them stays a few dozen small queries.
-    list_per_page = 25
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return _AllowanceChangeList
 
     @admin.display(description="for")
     def holder(self, allowance: AgentAllowance) -> str:
@@ -390,8 +408,11 @@ class AgentAllowanceAdmin(StrictAdminQueryMixin, admin.ModelAdmin):
     def _spent(self, allowance: AgentAllowance, period: str) -> str:
         if allowance.user is None:
             return "—"  # a group's members each have their own spend
-        start, _resets = period_bounds(period, timezone.now())
-        used = spent_since(allowance.user, {period: start})[period]
+        # Read for the whole page at once (_AllowanceChangeList); a row shown alone reads its own.
+        spent = getattr(allowance, "spent", None)
+        if spent is None:
+            spent = spent_since(allowance.user, _period_starts(timezone.now()))
+        used = spent[period]
         money = f", {cost_words(used.cost)}" if used.cost else ""
         return f"{used.tokens:,} tokens{money}"
 

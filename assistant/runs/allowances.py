@@ -16,6 +16,7 @@ allowance was used and when it resets. A run that reaches what is left stops at 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -87,10 +88,9 @@ class Spent:
     cost: Decimal
 
 
-def spent_since(user: Any, starts: dict[str, datetime]) -> dict[str, Spent]:
-    """What the person spent in each period since its start, ended runs counted by their own tokens and cost and
-    runs at work by what they hold (a member's by its top run's hold, never twice). One statement, so a run that
-    ends meanwhile is counted once, one way or the other."""
+def _spent_sums(starts: dict[str, datetime]) -> dict[str, Any]:
+    """The sums of each period since its start: ended runs' own tokens and cost, and what runs at work hold (a
+    member's by its top run's hold, never twice)."""
     allowance = KeyTransform(ALLOWANCE, "config")
     held_tokens = Coalesce(Cast(KeyTextTransform("tokens", allowance), BigIntegerField()),
                            Cast(KeyTextTransform("max_tokens_per_run", "config"), BigIntegerField()))
@@ -106,10 +106,33 @@ def spent_since(user: Any, starts: dict[str, datetime]) -> dict[str, Spent]:
             f"{period}_held_tokens": Sum(held_tokens, filter=at_work & since),
             f"{period}_held_cost": Sum(held_cost, filter=at_work & since),
         })
-    found = AgentRun.objects.filter(owner=user, created_at__gte=min(starts.values())).aggregate(**sums)
+    return sums
+
+
+def _spent(found: dict[str, Any], starts: dict[str, datetime]) -> dict[str, Spent]:
     return {period: Spent(tokens=int(found[f"{period}_tokens"] or 0) + int(found[f"{period}_held_tokens"] or 0),
                           cost=Decimal(found[f"{period}_cost"] or 0) + Decimal(found[f"{period}_held_cost"] or 0))
             for period in starts}
+
+
+def spent_since(user: Any, starts: dict[str, datetime]) -> dict[str, Spent]:
+    """What the person spent in each period since its start. One statement, so a run that ends meanwhile is
+    counted once, one way or the other."""
+    found = AgentRun.objects.filter(owner=user, created_at__gte=min(starts.values())).aggregate(**_spent_sums(starts))
+    return _spent(found, starts)
+
+
+def spent_by_people(user_ids: Iterable[Any], starts: dict[str, datetime]) -> dict[Any, dict[str, Spent]]:
+    """`spent_since` for each of `user_ids` in one statement (a page of the allowances' list): each of them is in
+    the answer, those who spent nothing with zeros."""
+    ids = set(user_ids)
+    if not ids:
+        return {}
+    rows = (AgentRun.objects.filter(owner_id__in=ids, created_at__gte=min(starts.values())).order_by()
+            .values("owner_id").annotate(**_spent_sums(starts)))
+    spent = {row["owner_id"]: _spent(dict(row), starts) for row in rows}
+    nothing = {period: Spent(tokens=0, cost=Decimal(0)) for period in starts}
+    return {user_id: spent.get(user_id, nothing) for user_id in ids}
 
 
 def _amount(limit: Limit, value: int | Decimal) -> str:

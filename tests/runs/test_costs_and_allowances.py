@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from assistant.conversation.services import Refused, chat_send
@@ -242,3 +243,30 @@ def test_staff_set_allowances_in_the_admin_and_see_what_each_person_spent(
                             cost=Decimal("0.25"), profile_recorded_at=timezone.now())
     listed = staff.get("/admin/assistant/agentallowance/").content.decode()
     assert "alice (person)" in listed and "1,234 tokens, 0.2500 USD" in listed
+
+
+@pytest.mark.django_db
+def test_the_allowances_list_reads_a_page_of_peoples_spend_in_one_statement(
+        user_factory: Callable[..., Any]) -> None:
+    staff = Client()
+    staff.force_login(user_factory("boss", is_staff=True, is_superuser=True))
+    AgentAllowance.objects.create(group=Group.objects.create(name="Team"), tokens_per_day=10_000)
+
+    def person_who_spent(name: str, tokens: int) -> None:
+        person = user_factory(name)
+        AgentAllowance.objects.create(user=person, tokens_per_day=50_000)
+        chat = AgentChat.objects.create(owner=person, spec="default")
+        AgentRun.objects.create(owner=person, chat=chat, spec="default", status="succeeded", total_tokens=tokens,
+                                profile_recorded_at=timezone.now())
+
+    person_who_spent("first", 1_111)
+    with CaptureQueriesContext(connection) as with_one:
+        staff.get("/admin/assistant/agentallowance/")
+    for number in range(2, 12):
+        person_who_spent(f"person{number}", number * 1_000)
+    with CaptureQueriesContext(connection) as with_eleven:
+        listed = staff.get("/admin/assistant/agentallowance/").content.decode()
+    assert len(with_eleven) == len(with_one), [query["sql"] for query in with_eleven.captured_queries]
+    # Each person's own spend, today's and this month's; the group's row has none of its own.
+    assert listed.count("1,111 tokens") == 2 and listed.count("11,000 tokens") == 2
+    assert "Team (group)" in listed
