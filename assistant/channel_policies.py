@@ -78,7 +78,7 @@ class ChannelPolicy:
     member_settings: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     #: Whether its top runs that failed or were rated thumbs down are proposed as eval cases (the evals app's
     #: `assistant_eval propose`): a call of the person's own agent (MCP) is not, it holds no question of the
-    #: person's for a replay to ask again.
+    #: person's for a replay to ask again; nor is an eval's replay, whose failure is its case's result.
     proposed_as_eval_case: bool = True
 
     def __post_init__(self) -> None:

@@ -52,4 +52,6 @@ EVAL = ChannelPolicy(
     filed_in_profile=False,
     recorded_answers=recorded_answers,
     member_settings=member_settings,
+    # A replay that fails is a case's result, already shown on its eval run: not a new question to make a case of.
+    proposed_as_eval_case=False,
 )

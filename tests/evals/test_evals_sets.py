@@ -75,13 +75,14 @@ def test_thumbs_down_and_failed_runs_are_proposed(alice: Any, recorded: AgentRun
 
 def test_failed_runs_are_proposed_but_for_a_channel_whose_policy_proposes_none(alice: Any) -> None:
     # The MCP channel's policy proposes none of its runs: an agent's call holds no question of the person's to
-    # replay. A value no installed app registers is looked up as the panel's.
+    # replay. Nor does the evals' own: a replay that fails is a case's result, not a new case. A value no installed
+    # app registers is looked up as the panel's.
     failed = {}
     for channel in ("panel", "eval", "mcp", "gone"):
         chat = AgentChat.objects.create(owner=alice, channel=channel)
         failed[channel] = AgentRun.objects.create(owner=alice, chat=chat, channel=channel,
                                                   status=AgentRun.Status.FAILED)
-    assert set(proposed_runs()) == {failed["panel"], failed["eval"], failed["gone"]}
+    assert set(proposed_runs()) == {failed["panel"], failed["gone"]}
 
 
 @pytest.mark.worker
