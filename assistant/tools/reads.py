@@ -17,6 +17,7 @@ from django.urls import NoReverseMatch
 from assistant.conf import assistant_settings
 from assistant.tools.declarations import ReadTool
 from assistant.tools.provenance import model_field, others_text
+from assistant.tools.schema import choice_words
 
 _TEXT_TYPES = {"CharField", "TextField", "EmailField", "SlugField", "URLField"}
 _INTEGER_TYPES = {"AutoField", "BigAutoField", "SmallAutoField", "IntegerField", "BigIntegerField",
@@ -106,7 +107,10 @@ def read_parameters(definition: ReadTool) -> dict[str, Any]:
         exact = dict(value)
         if field.null:
             exact["type"] = [exact["type"], "null"]
-        properties[name] = {**exact, "description": f"Only rows whose {label} is exactly this."}
+        # What a stored choice means ("todo = To do"), for the model that reads rows of them as much as filters.
+        meaning = choice_words(field.flatchoices) if "enum" in value else ""
+        properties[name] = {**exact, "description": " ".join(
+            part for part in (f"Only rows whose {label} is exactly this.", meaning and meaning + ".") if part)}
         if kind in _TEXT_TYPES and "enum" not in value:
             properties[f"{name}__contains"] = {"type": "string", "maxLength": 200,
                                               "description": f"Only rows whose {label} contains this text (any case)."}

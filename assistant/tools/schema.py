@@ -79,14 +79,19 @@ def _choice_values(field_: forms.ChoiceField) -> tuple[str, list[Any]]:
     return "string", [str(v) for v in values]
 
 
-def _choice_labels(field_: forms.ChoiceField) -> str:
-    """'1 = Low, 2 = Normal' when the labels say more than the values."""
-    choices: Any = field_.choices
+def choice_words(choices: Iterable[Any]) -> str:
+    """'One of: 1 = Low, 2 = Normal' for a field's choices (a form's or a model's), when the labels say more than
+    the values; "" otherwise."""
     pairs = [(value, str(label)) for value, label in choices
              if value not in ("", None) and not isinstance(label, list | tuple)]
     if all(str(value).lower() == label.lower() for value, label in pairs):
         return ""
     return "One of: " + ", ".join(f"{value} = {label}" for value, label in pairs)
+
+
+def _choice_labels(field_: forms.ChoiceField) -> str:
+    choices: Any = field_.choices
+    return choice_words(choices)
 
 
 def _describe(name: str, field_: forms.Field, extra: str = "") -> str:

@@ -194,3 +194,15 @@ def test_bobs_home_is_never_touched(alice: Any, bob: Any, board: Board) -> None:
     for step in AgentStep.objects.filter(run__owner=alice, kind=AgentStep.Kind.TOOL_CALL):
         project = step.arguments.get("pk") if "project" in step.tool_name else step.arguments.get("project")
         assert project in alices | {"Home", None}
+
+
+def test_a_reader_with_reads_alone_shows_stored_choices_by_their_labels(
+        alice: Any, board: Board, settings: Any) -> None:
+    # The demo society's reader has no form of the tracker's to learn what "todo" or 3 mean: the reads' own
+    # schema says it (todo = To do, 3 = High).
+    settings.ASSISTANT = {**settings.ASSISTANT, "SPEC": "reader"}
+    run = ask(alice, "what are my open tasks?")
+    assert run.status == AgentRun.Status.SUCCEEDED and run.spec == "reader"
+    water = Task.objects.get(title="Water plants").pk
+    assert (f"- [Water plants](/tracker/tasks/{water}/) — status: to do, priority: high, due date: 2026-12-02, "
+            "project: Home") in run.reply.splitlines()
