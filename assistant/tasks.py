@@ -11,7 +11,15 @@ import socket
 from typing import Any
 
 from celery import bootsteps, shared_task
-from celery.signals import task_postrun, task_prerun, worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    task_postrun,
+    task_prerun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 from django.db import close_old_connections
 
 from assistant.checks import celery_app_problem
@@ -21,6 +29,7 @@ from assistant.memory import store as memory
 from assistant.operations.health import WorkerTools, record_sweeper_heartbeat
 from assistant.operations.warmup import warm_up
 from assistant.runs.lease import lease_claim, new_holder
+from assistant.tracing import flush as send_buffered_spans
 from assistant.turn import loop
 from assistant.turn.sweeper import sweep_runs
 
@@ -209,6 +218,14 @@ def _close_database_pools() -> None:
             connection.close_pool()  # type: ignore[attr-defined]  # PostgreSQL's backend (Django 5.1+)
         except Exception:  # a failing fork hook must not stop the fork: the new pool process is still made
             logger.warning("Could not close the %r database pool before a fork", alias, exc_info=True)
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _send_the_spans_held(**kwargs: Any) -> None:
+    # A pool process ends without Python's exit handlers, which is where OpenTelemetry sends what its batch still
+    # holds: a worker stopped for a deploy would lose its last runs' spans. Nothing when tracing is off.
+    send_buffered_spans()
 
 
 @worker_process_init.connect

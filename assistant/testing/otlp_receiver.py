@@ -87,6 +87,11 @@ class OTLPReceiver:
         with self._lock:
             self.spans.extend(found)
 
+    def clear(self) -> None:
+        """Forget the spans received so far (a test that shares the receiver with the one before it)."""
+        with self._lock:
+            self.spans.clear()
+
     def wait_for(self, predicate: Callable[[list[ReceivedSpan]], bool], timeout: float = 30) -> list[ReceivedSpan]:
         """The spans received, once `predicate` holds for them (AssertionError saying what came, if it never does)."""
         deadline = time.monotonic() + timeout

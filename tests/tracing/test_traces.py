@@ -26,27 +26,46 @@ from tests.conftest import PROJECT_DIR, assistant_settings_with, site_worker, wa
 from tracker.models import Project, Task
 
 
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OTLPReceiver]:
-    """A receiver, and this process's tracing sending to it (the send's span is made here)."""
-    with OTLPReceiver() as started:
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", started.endpoint)
-        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+@pytest.fixture(scope="module")
+def module_receiver() -> Iterator[OTLPReceiver]:
+    """One receiver for the module: this process sets its tracing up once, to send to the first endpoint it is
+    given, for good (as a process of the site does)."""
+    with OTLPReceiver() as started, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", started.endpoint)
+        patch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
         tracing_enabled.cache_clear()
         yield started
     tracing_enabled.cache_clear()
 
 
 @pytest.fixture
-def traced_worker(receiver: OTLPReceiver, session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
+def receiver(module_receiver: OTLPReceiver) -> OTLPReceiver:
+    """The receiver, and this process's tracing sending to it (the send's span is made here), holding only the
+    spans of the test that asks for it."""
+    flush()
+    module_receiver.clear()
+    return module_receiver
+
+
+def _traced_worker(receiver: OTLPReceiver, session_worker: WorkerProcess, **env: str) -> Iterator[WorkerProcess]:
     """The only worker on the test database while the test runs: one exporting its traces to the receiver."""
     WorkerProcess.stop_all()
-    env = {**session_worker.env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
-           "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_SERVICE_NAME": "tracker-worker"}
-    worker = site_worker(env, f"traced-worker-{os.getpid()}")
+    worker = site_worker({**session_worker.env, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
+                          "OTEL_SERVICE_NAME": "tracker-worker", **env}, f"traced-worker-{os.getpid()}")
     worker.start()
     yield worker
     worker.stop()
+
+
+@pytest.fixture
+def traced_worker(receiver: OTLPReceiver, session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
+    yield from _traced_worker(receiver, session_worker, OTEL_BSP_SCHEDULE_DELAY="50")
+
+
+@pytest.fixture
+def slowly_exporting_worker(receiver: OTLPReceiver, session_worker: WorkerProcess) -> Iterator[WorkerProcess]:
+    """A worker whose batches wait ten minutes before they are sent: only its shutdown sends them."""
+    yield from _traced_worker(receiver, session_worker, OTEL_BSP_SCHEDULE_DELAY="600000")
 
 
 def _one(spans: list[ReceivedSpan], name: str) -> ReceivedSpan:
@@ -118,6 +137,29 @@ def test_a_message_with_a_member_and_a_tool_call_is_one_trace_of_genai_spans(
     assert asker.service == "tracker-worker"
     # The person's words are on no span: TRACE_CONTENT is off.
     assert not any("Buy milk" in str(span.attributes) for span in spans if span.name != request.name)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_worker_stopped_as_a_process_manager_stops_it_first_sends_the_spans_it_holds(
+        alice: Any, receiver: OTLPReceiver, slowly_exporting_worker: WorkerProcess,
+        fake_openai: FakeOpenAIServer) -> None:
+    # The run's spans are made in a pool process, which exits without Python's exit handlers.
+    fake_openai.queue(openai_stream(["Nothing to do."], usage=(50, 5)))
+    chat = AgentChat.objects.create(owner=alice, spec="test-asker")
+    with assistant_settings_with(MODEL="openai:fake-gpt"):
+        sent = chat_send(user=alice, content="hello", chat_id=chat.pk)
+    assert wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60).status == "succeeded"
+    # The send's span, made in this process, arrives; the run's, made in the worker's pool process, are held.
+    flush()
+    held = receiver.wait_for(lambda spans: any(span.name == "send test-asker" for span in spans))
+    assert not [span for span in held if span.name == "invoke_agent test-asker"]
+
+    slowly_exporting_worker.stop()
+
+    names = [span.name for span in receiver.wait_for(
+        lambda spans: any(span.name == "invoke_agent test-asker" for span in spans))]
+    assert names.count("invoke_agent test-asker") == 1 and names.count("chat openai:fake-gpt") == 1
 
 
 def test_with_no_exporter_the_assistant_imports_nothing_of_opentelemetry() -> None:
