@@ -194,8 +194,9 @@ def build_request(
         "HTTP_HOST": host, "HTTP_ACCEPT": "text/html,application/json",
         "REMOTE_ADDR": (sent_from.client_address if sent_from is not None else None) or "127.0.0.1",
         "HTTP_ORIGIN": f"{scheme}://{host}",
-        # As a server's request has it: middleware that reads the environ as WSGI's (a tracer's, say) finds it.
-        "wsgi.url_scheme": scheme,
+        # As a server's request has them (PEP 3333 says a server always sets both): middleware that reads the
+        # environ as WSGI's (a tracer's, a request logger's) finds them.
+        "wsgi.url_scheme": scheme, "SERVER_PROTOCOL": "HTTP/1.1",
     }
     if settings.SECURE_PROXY_SSL_HEADER:
         header, secure_value = settings.SECURE_PROXY_SSL_HEADER

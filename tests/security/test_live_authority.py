@@ -127,8 +127,9 @@ def test_the_view_sees_the_persons_session_and_the_address_of_their_socket(
     with assistant_settings_with(MODEL=model):
         asyncio.run(scenario())
     [result] = tool_results(AgentRun.objects.get(), "test_whoami")
+    # As a server's request: the environ a WSGI server always fills in (PEP 3333), which middleware may read.
     assert result["data"] == {"username": "alice", "note": "prefers blue", "remote_addr": "203.0.113.9",
-                              "host": "127.0.0.1:8000", "secure": False}
+                              "protocol": "HTTP/1.1", "host": "127.0.0.1:8000", "secure": False}
 
 
 def test_write_tools_pass_the_sites_csrf_check_with_a_real_token(

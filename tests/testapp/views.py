@@ -103,6 +103,7 @@ def whoami(request: HttpRequest) -> JsonResponse:
         "username": request.user.get_username(),
         "note": request.session.get("testapp_note"),
         "remote_addr": request.META.get("REMOTE_ADDR"),
+        "protocol": request.META.get("SERVER_PROTOCOL"),
         "host": request.get_host(),
         "secure": request.is_secure(),
     })
