@@ -11,7 +11,9 @@ The reading and the run's row are made under a lock of the person's, taken in th
 sends of theirs read one after the other, each seeing the other's hold.
 
 What is left that would not pay for one answer of the model (MAX_OUTPUT_TOKENS) refuses the message, saying which
-allowance was used and when it resets. A run that reaches what is left stops at its next model call, saying so.
+allowance was used and when it resets. A run that reaches what is left stops at its next model call, saying so;
+and before each of its model calls, a top run that holds an allowance reads it again (`allowance_now`), so one
+staff lowered meanwhile stops it too.
 """
 
 from __future__ import annotations
@@ -197,6 +199,47 @@ def allowance_hold(user: Any, config: dict[str, Any], *, now: datetime | None = 
     return hold
 
 
+def allowance_now(run: AgentRun) -> tuple[int, str] | None:
+    """For a top run that holds an allowance: the most its tree may use in all by the person's allowances as they
+    are now — staff may have lowered one since it began — and what it says when it stops for that; None when it
+    holds none, or what applies now still leaves it its whole hold. What the person's other runs used, or hold,
+    is counted as a send counts it; this run's own hold is not counted against it. Two queries."""
+    hold = (run.config or {}).get(ALLOWANCE)
+    if run.parent_id is not None or not isinstance(hold, dict):
+        return None
+    limits = limits_of(run.owner_id)
+    if not limits:
+        return None  # its allowance was removed: the run keeps within what it was given
+    now = timezone.now()
+    bounds = {period: period_bounds(period, now) for period in {limit.period for limit in limits}}
+    spent = spent_since(run.owner_id, {period: start for period, (start, _) in bounds.items()})
+    per_token = most_per_token(str((run.config or {}).get("model") or run.model), (run.config or {}).get("prices"))
+    held_tokens = int(hold.get("tokens") or 0)
+    held_cost = Decimal(str(hold.get("cost") or 0))
+    least: tuple[int, Limit] | None = None
+    for limit in limits:
+        used = spent[limit.period]
+        counted = run.created_at >= bounds[limit.period][0]  # begun in this period: its hold is in the sum
+        if limit.kind == "tokens":
+            left = int(limit.amount) - (used.tokens - (held_tokens if counted else 0))
+        elif not per_token:
+            continue
+        else:
+            others = used.cost - (held_cost if counted else Decimal(0))
+            left = int(max(Decimal(limit.amount) - others, Decimal(0)) / per_token)
+        if least is None or left < least[0]:
+            least = (left, limit)
+    if least is None or least[0] >= held_tokens:
+        return None
+    left, binding = least
+    return max(left, 0), _stop_words(binding, bounds[binding.period][1])
+
+
+def _stop_words(limit: Limit, resets_at: datetime) -> str:
+    return (f"The assistant stopped: another model call would pass what is left of your {_WORDS[limit.period]} "
+            f"allowance of {_amount(limit, limit.amount)}. {_resets_in_words(resets_at, timezone.now())}")
+
+
 def allowance_stop_words(config: dict[str, Any]) -> str | None:
     """What a run stopped at its token limit says when that limit was what was left of an allowance; None."""
     hold = (config or {}).get(ALLOWANCE)
@@ -207,5 +250,4 @@ def allowance_stop_words(config: dict[str, Any]) -> str | None:
         limit = Limit(str(hold["period"]), str(hold["kind"]), Decimal(str(hold["limit"])))
     except (KeyError, ValueError, ArithmeticError):
         return None
-    return (f"The assistant stopped: another model call would pass what is left of your {_WORDS[limit.period]} "
-            f"allowance of {_amount(limit, limit.amount)}. {_resets_in_words(resets_at, timezone.now())}")
+    return _stop_words(limit, resets_at)

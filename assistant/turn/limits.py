@@ -13,7 +13,7 @@ from django.utils import timezone
 from assistant.conf import assistant_settings
 from assistant.llm import Message
 from assistant.models import AgentRun, AgentStep
-from assistant.runs.allowances import allowance_stop_words
+from assistant.runs.allowances import allowance_now, allowance_stop_words
 from assistant.runs.lifecycle import run_setting
 from assistant.society.budget import Usage
 
@@ -78,10 +78,16 @@ class Limits:
                           "request.")
         # A call that might pass the budget is not made, so a run (and a tree, whose members share it) stays
         # within it: the call is predicted from what it will send, plus the most it may write.
-        if tokens + self.predicted_call_tokens(steps, prompt, tools, continues=continues) > token_limit:
+        predicted = self.predicted_call_tokens(steps, prompt, tools, continues=continues)
+        if tokens + predicted > token_limit:
             raise StopRun(Status.FAILED, AgentRun.StopReason.ALLOWANCE if allowance else AgentRun.StopReason.MAX_TOKENS,
                           allowance or f"The assistant stopped: another model call would pass its budget of "
                           f"{token_limit} tokens for one request.")
+        # Staff may have lowered the person's allowance since the run was given its share: it keeps to what is
+        # left now.
+        lowered = allowance_now(self.run)
+        if lowered is not None and tokens + predicted > lowered[0]:
+            raise StopRun(Status.FAILED, AgentRun.StopReason.ALLOWANCE, lowered[1])
 
     @staticmethod
     def predicted_call_tokens(steps: list[AgentStep], prompt: Sequence[Message], tools: Sequence[Any], *,

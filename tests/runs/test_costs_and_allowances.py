@@ -31,7 +31,7 @@ from assistant.models import AgentAllowance, AgentChat, AgentRun, AgentStep
 from assistant.runs.allowances import limits_of, period_bounds
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import connect, receive_until
-from tests.conftest import WorkerProcess, assistant_settings_with, wait_for_run
+from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
 from tracker.models import Project
 
 PRICES = {"openai:fake-gpt": {"input": "2", "cached_input": "0.5", "output": "8"}}
@@ -197,6 +197,37 @@ def test_a_send_past_the_allowance_is_refused_in_words_and_a_run_given_too_littl
     assert error["message"].startswith("You have used your daily allowance of 1,500 tokens for the assistant. "
                                        "It resets at midnight")
     assert AgentRun.objects.filter(owner=alice).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_run_at_work_when_staff_lower_the_allowance_stops_at_its_next_model_call_saying_why(
+        alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer) -> None:
+    allowance = AgentAllowance.objects.create(user=alice, tokens_per_day=100_000)
+
+    def send_and_lower_while_waiting(person: Any, to: int) -> AgentRun:
+        fake_openai.queue(openai_stream([], [("w1", "test_wait", {"seconds": 2})], usage=(1_000, 50)),
+                          openai_stream(["Waited."], usage=(1_100, 20)))
+        AgentAllowance.objects.filter(pk=allowance.pk).update(tokens_per_day=100_000)
+        with assistant_settings_with(MODEL="openai:fake-gpt", MAX_OUTPUT_TOKENS=1_024):
+            sent = chat_send(user=person, content="wait a little", new_chat=True)
+            wait_for(lambda: AgentStep.objects.filter(run=sent.run, tool_name="test_wait").exists(), timeout=30,
+                     what="the tool call to start")
+            AgentAllowance.objects.filter(pk=allowance.pk).update(tokens_per_day=to)
+            return wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+
+    # Lowered to 2,000 while the tool runs: 1,050 used, and the next call may need 1,050 and a 1,024-token answer.
+    run = send_and_lower_while_waiting(alice, 2_000)
+    assert (run.status, run.stop_reason, run.model_calls) == ("failed", AgentRun.StopReason.ALLOWANCE, 1)
+    assert run.error.startswith("The assistant stopped: another model call would pass what is left of your daily "
+                                "allowance of 2,000 tokens. It resets at midnight (in ")
+    fake_openai.reset()  # the answer the stopped run did not ask for
+    # Bob has no allowance: nothing of alice's stops his run.
+    assert send_and_lower_while_waiting(bob, 2_000).status == "succeeded"
+    # Lowered to what still leaves room for the next call, or raised, the run goes on.
+    assert send_and_lower_while_waiting(alice, 8_000).status == "succeeded"
+    assert send_and_lower_while_waiting(alice, 200_000).status == "succeeded"
+    assert len(fake_openai.bodies) == 6
 
 
 def test_periods_start_at_midnight_and_on_the_first_in_the_sites_time_zone() -> None:
