@@ -24,7 +24,7 @@ ROUNDS = 5
 @contextmanager
 def _traced_here(endpoint: str | None) -> Iterator[None]:
     """This process's tracing on (to `endpoint`) or off, for the sends made here."""
-    from assistant.tracing import tracing_enabled
+    from assistant.tracing import flush, tracing_enabled
 
     before = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     if endpoint:
@@ -35,6 +35,7 @@ def _traced_here(endpoint: str | None) -> Iterator[None]:
     try:
         yield
     finally:
+        flush()  # the sends' spans go now, to the receiver that is still there
         if before is None:
             os.environ.pop("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None)
         else:
