@@ -158,43 +158,78 @@ def _lock(user: Any) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_SPACE, int(user.pk) % 2_147_483_647])
 
 
+@dataclass(frozen=True)
+class Left:
+    """What is left of one of the person's limits, in its own unit (tokens, or money), and when it resets."""
+
+    limit: Limit
+    amount: int | Decimal
+    resets_at: datetime
+
+    def in_tokens(self, per_token: Decimal | None) -> int | None:
+        """As tokens, money at `per_token`; None for money when the model has no price (it spends none)."""
+        if self.limit.kind == "tokens":
+            return int(self.amount)
+        if not per_token:
+            return None
+        return int(max(Decimal(self.amount), Decimal(0)) / per_token)
+
+
+def _left_now(owner: Any, now: datetime, *, not_counting: AgentRun | None = None) -> list[Left]:
+    """What is left of each of the person's limits now, as a send reads it (two queries; none left when they
+    have no allowance); `not_counting`: a run at work whose own hold is not counted against it."""
+    limits = limits_of(owner)
+    if not limits:
+        return []
+    bounds = {period: period_bounds(period, now) for period in {limit.period for limit in limits}}
+    spent = spent_since(owner, {period: start for period, (start, _) in bounds.items()})
+    hold = (not_counting.config or {}).get(ALLOWANCE) if not_counting is not None else None
+    held_tokens, held_cost = ((int(hold.get("tokens") or 0), Decimal(str(hold.get("cost") or 0)))
+                              if isinstance(hold, dict) else (0, Decimal(0)))
+    found = []
+    for limit in limits:
+        start, resets_at = bounds[limit.period]
+        used = spent[limit.period]
+        # A run begun in this period is in its sums by its hold.
+        held = not_counting is not None and not_counting.created_at >= start
+        if limit.kind == "tokens":
+            amount: int | Decimal = int(limit.amount) - (used.tokens - (held_tokens if held else 0))
+        else:
+            amount = Decimal(limit.amount) - (used.cost - (held_cost if held else Decimal(0)))
+        found.append(Left(limit, amount, resets_at))
+    return found
+
+
+def _tightest(left: list[Left], per_token: Decimal | None) -> tuple[int, Left] | None:
+    """The limit that leaves the fewest tokens, and how many; None when none counts for this model."""
+    counted = [(tokens, each) for each in left if (tokens := each.in_tokens(per_token)) is not None]
+    return min(counted, key=lambda pair: pair[0]) if counted else None
+
+
 def allowance_hold(user: Any, config: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any] | None:
     """Fit a run about to open for `user` (its `config`, changed in place) within their allowances: its token
     limit at most what is left, and the hold kept in its config. None when no allowance applies; raises
     AllowanceSpent when too little is left. Call it in the transaction that writes the run."""
-    limits = limits_of(user)
-    if not limits:
+    if not limits_of(user):
         return None
     _lock(user)
     now = now or timezone.now()
-    bounds = {period: period_bounds(period, now) for period in {limit.period for limit in limits}}
-    spent = spent_since(user, {period: start for period, (start, _) in bounds.items()})
     per_token = most_per_token(str(config.get("model") or assistant_settings.MODEL), config.get("prices"))
-    least: tuple[int, Limit] | None = None
-    for limit in limits:
-        used = spent[limit.period]
-        if limit.kind == "tokens":
-            left = int(limit.amount) - used.tokens
-        elif per_token is None or per_token == 0:
-            continue  # a model with no price spends nothing counted in money
-        else:
-            left = int(max(Decimal(limit.amount) - used.cost, Decimal(0)) / per_token)
-        if least is None or left < least[0]:
-            least = (left, limit)
-    if least is None:
-        return None
-    left, binding = least
-    resets_at = bounds[binding.period][1]
+    tightest = _tightest(_left_now(user, now), per_token)
+    if tightest is None:
+        return None  # a model with no price spends nothing counted in money
+    left, binding = tightest
     if left < int(assistant_settings.MAX_OUTPUT_TOKENS):
-        allowance = f"your {_WORDS[binding.period]} allowance of {_amount(binding, binding.amount)} for the assistant"
+        limit = binding.limit
+        allowance = f"your {_WORDS[limit.period]} allowance of {_amount(limit, limit.amount)} for the assistant"
         said = (f"You have used {allowance}." if left <= 0 else
                 f"What is left of {allowance} is too little for another answer.")
-        raise AllowanceSpent(f"{said} {_resets_in_words(resets_at, now)}", resets_at)
+        raise AllowanceSpent(f"{said} {_resets_in_words(binding.resets_at, now)}", binding.resets_at)
     tokens = min(int(config["max_tokens_per_run"]), left)
     config["max_tokens_per_run"] = tokens
     hold = {"tokens": tokens, "cost": str((tokens * per_token).quantize(Decimal("0.000001"))) if per_token else None,
-            "period": binding.period, "kind": binding.kind, "limit": str(binding.amount),
-            "resets_at": resets_at.isoformat(), "binds": tokens == left}
+            "period": binding.limit.period, "kind": binding.limit.kind, "limit": str(binding.limit.amount),
+            "resets_at": binding.resets_at.isoformat(), "binds": tokens == left}
     config[ALLOWANCE] = hold
     return hold
 
@@ -207,32 +242,38 @@ def allowance_now(run: AgentRun) -> tuple[int, str] | None:
     hold = (run.config or {}).get(ALLOWANCE)
     if run.parent_id is not None or not isinstance(hold, dict):
         return None
-    limits = limits_of(run.owner_id)
-    if not limits:
-        return None  # its allowance was removed: the run keeps within what it was given
-    now = timezone.now()
-    bounds = {period: period_bounds(period, now) for period in {limit.period for limit in limits}}
-    spent = spent_since(run.owner_id, {period: start for period, (start, _) in bounds.items()})
     per_token = most_per_token(str((run.config or {}).get("model") or run.model), (run.config or {}).get("prices"))
-    held_tokens = int(hold.get("tokens") or 0)
-    held_cost = Decimal(str(hold.get("cost") or 0))
-    least: tuple[int, Limit] | None = None
-    for limit in limits:
-        used = spent[limit.period]
-        counted = run.created_at >= bounds[limit.period][0]  # begun in this period: its hold is in the sum
-        if limit.kind == "tokens":
-            left = int(limit.amount) - (used.tokens - (held_tokens if counted else 0))
-        elif not per_token:
-            continue
-        else:
-            others = used.cost - (held_cost if counted else Decimal(0))
-            left = int(max(Decimal(limit.amount) - others, Decimal(0)) / per_token)
-        if least is None or left < least[0]:
-            least = (left, limit)
-    if least is None or least[0] >= held_tokens:
+    # Its allowance removed: the run keeps within what it was given.
+    tightest = _tightest(_left_now(run.owner_id, timezone.now(), not_counting=run), per_token)
+    if tightest is None or tightest[0] >= int(hold.get("tokens") or 0):
         return None
-    left, binding = least
-    return max(left, 0), _stop_words(binding, bounds[binding.period][1])
+    left, binding = tightest
+    return max(left, 0), _stop_words(binding.limit, binding.resets_at)
+
+
+#: Under this share of an allowance left, a reply tells its person how much is left.
+LOW_SHARE = Decimal("0.25")
+
+
+def allowance_note(run: AgentRun) -> str | None:
+    """For a run that held part of its person's allowance, once it has ended: when less than a quarter of one of
+    their allowances is left, how much, in words ("3,000 tokens are left of your daily allowance of 20,000
+    tokens. It resets at midnight (in 5 h)."); None otherwise (and, for a run that held none, no query)."""
+    if not isinstance((run.config or {}).get(ALLOWANCE), dict):
+        return None
+    now = timezone.now()
+
+    def share(left: Left) -> Decimal:
+        return Decimal(left.amount) / Decimal(left.limit.amount) if left.limit.amount else Decimal(0)
+
+    low = [left for left in _left_now(run.owner_id, now) if share(left) < LOW_SHARE]
+    if not low:
+        return None
+    lowest = min(low, key=share)
+    limit, amount = lowest.limit, max(lowest.amount, 0)
+    verb = "are" if limit.kind == "tokens" else "is"
+    return (f"{_amount(limit, amount)} {verb} left of your {_WORDS[limit.period]} allowance of "
+            f"{_amount(limit, limit.amount)}. {_resets_in_words(lowest.resets_at, now)}")
 
 
 def _stop_words(limit: Limit, resets_at: datetime) -> str:
