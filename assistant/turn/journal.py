@@ -24,6 +24,7 @@ from assistant.live.threads import branch_payloads
 from assistant.models import AgentChat, AgentMessage, AgentPlan, AgentRun, AgentStep
 from assistant.plans.offer import PLAN_TOOL, PlanTool
 from assistant.plans.record import plan_event, step_finished, step_started, steps_dropped
+from assistant.runs.allowances import allowance_note
 from assistant.runs.lease import Fenced, LeaseLost, insert_fenced, update_fenced, write_fenced
 from assistant.runs.lifecycle import (
     CancelledBeforeEnd,
@@ -292,8 +293,11 @@ class StepJournal:
                 AgentChat.objects.filter(pk=self.run.chat_id, leaf_id=question.pk).update(leaf_id=message.pk)
             # An answer given again is a branch beside the earlier answers: it says which of them it is.
             branch = branch_payloads([message]).get(message.pk) if self.run.answers_again_id is not None else None
+            # Little left of the person's allowance: the reply says how much, before a send is refused for it.
+            low = allowance_note(run)
             publish_to_user(run.owner_id, run_event(
-                event_names.REPLIED, run, message=message_payload(message, branch), run=run_payload(run)
+                event_names.REPLIED, run, message=message_payload(message, branch), run=run_payload(run),
+                **({"allowance": low} if low else {}),
             ))
         return run, message
 

@@ -230,6 +230,39 @@ def test_a_run_at_work_when_staff_lower_the_allowance_stops_at_its_next_model_ca
     assert len(fake_openai.bodies) == 6
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_reply_says_how_much_is_left_once_less_than_a_quarter_of_an_allowance_is(
+        alice: Any, bob: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer) -> None:
+    AgentAllowance.objects.create(user=alice, tokens_per_day=40_000, cost_per_month=Decimal("100"))
+
+    def replied(person: Any, usage: tuple[int, int]) -> dict[str, Any]:
+        fake_openai.queue(openai_stream(["Done."], usage=usage))
+        tab = connect(person)
+
+        async def scenario() -> dict[str, Any]:
+            assert (await tab.connect())[0]
+            await tab.send_json_to({"type": "assistant.send", "content": "hello", "new_chat": True})
+            events = await receive_until(tab, lambda e: e["type"] in {"assistant.replied", "assistant.reply_failed"},
+                                         timeout=30)
+            await tab.disconnect()
+            return events[-1]
+
+        with assistant_settings_with(MODEL="openai:fake-gpt", MAX_OUTPUT_TOKENS=1_024, PRICES=PRICES):
+            return asyncio.run(scenario())
+
+    # 21,000 of 40,000 used: more than a quarter is left, and nothing is said.
+    first = replied(alice, (20_000, 1_000))
+    assert first["type"] == "assistant.replied" and "allowance" not in first
+    # 31,000 used: 9,000 are left, under a quarter.
+    second = replied(alice, (9_500, 500))
+    assert second["type"] == "assistant.replied", second
+    assert second["allowance"].startswith("9,000 tokens are left of your daily allowance of 40,000 tokens. It resets "
+                                          "at midnight (in ")
+    # Someone with no allowance is told nothing.
+    assert "allowance" not in replied(bob, (19_000, 1_000))
+
+
 def test_periods_start_at_midnight_and_on_the_first_in_the_sites_time_zone() -> None:
     now = timezone.make_aware(datetime(2026, 12, 31, 15, 30))
     day_start, day_reset = period_bounds("day", now)

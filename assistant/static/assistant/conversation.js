@@ -93,6 +93,7 @@
     this.status = root.querySelector("[data-assistant-status]");
     this.reconnectButton = root.querySelector("[data-assistant-reconnect]");
     this.announcer = root.querySelector("[data-assistant-announce]");
+    this.allowanceNote = root.querySelector("[data-assistant-allowance]");
     this.title = root.querySelector("[data-assistant-chat-title]");
     this.chatsToggle = root.querySelector("[data-assistant-chats-toggle]");
     this.chatsPanel = root.querySelector("[data-assistant-chats]");
@@ -245,6 +246,14 @@
   Conversation.prototype.setStatus = function (text, className) {
     this.status.textContent = text;
     this.status.className = "assistant-status " + (className || "");
+  };
+
+  // Little left of the person's allowance (a reply's `allowance`, in words): said above the message box until
+  // a reply says nothing of it.
+  Conversation.prototype.showAllowance = function (words) {
+    if (!this.allowanceNote) return;
+    this.allowanceNote.textContent = words || "";
+    this.allowanceNote.hidden = !words;
   };
 
   // Polite, and one message at a time: the thread itself is not a live region (it would be re-read).
@@ -927,6 +936,7 @@
         return this.streamReply(event);
       case "assistant.replied": {
         this.finishRun(event.run_id, this.renderMessage(event.message));
+        this.showAllowance(event.allowance);
         var who = event.message.member ? memberLabel(event.message.member) : "The assistant replied";
         return this.announce(who + ": " + event.message.content.slice(0, 300));
       }
