@@ -52,6 +52,7 @@ from assistant.live.events import current_event_seq
 from assistant.live.payloads import message_payload, run_payload, step_payload
 from assistant.live.selectors import NotFound
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep
+from assistant.runs.allowances import allowance_note
 from assistant.society.members import member
 from assistant.tools.registry import registry
 
@@ -354,7 +355,9 @@ def tree_state(user: Any, top_id: int) -> dict[str, Any]:
             tools[waiting["tool_name"]] = {"description": definition.description,
                                         "destructive": bool(getattr(definition, "destructive", False))}
     return {"runs": tree, "reply": message_payload(reply) if reply is not None else None, "tools": tools,
-            "event_seq": event_seq}
+            "event_seq": event_seq,
+            # How much is left of the person's allowance once little is, as the panel's reply says it.
+            "allowance": allowance_note(top) if reply is not None else None}
 
 
 def messages_snapshot(user: Any, chat: AgentChat) -> list[Any]:

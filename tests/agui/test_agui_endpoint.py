@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import secrets
 import string
 import threading
@@ -1102,6 +1103,28 @@ def test_a_resume_may_approve_with_changed_values_and_one_that_does_not_fit_runs
     assert Task.objects.get(pk=task.pk).title == "Buy milk"
     step = AgentStep.objects.get(tool_name="test_task_change")
     assert (step.arguments["title"], step.asked_arguments["title"]) == ("Buy milk", "Buy mlk")
+
+
+def test_a_run_that_leaves_little_of_the_allowance_says_how_much_in_its_end(
+    port: int, model: Callable[..., None], celery_worker: WorkerProcess, alice: Any
+) -> None:
+    from django.utils import timezone
+
+    from assistant.models import AgentAllowance, AgentChat
+
+    AgentAllowance.objects.create(user=alice, tokens_per_day=60_000)
+    model({"text": "Plenty."})
+    plenty = post(port, run_input("t-plenty", "r-1", said("hello")), browser(alice).headers())
+    assert "allowance" not in (succeeded(plenty).metadata or {})
+    # 47,000 used earlier today: under a quarter of the 60,000 is left.
+    AgentRun.objects.create(owner=alice, chat=AgentChat.objects.create(owner=alice), spec="default",
+                            status="succeeded", total_tokens=47_000, profile_recorded_at=timezone.now())
+    model({"text": "Little left."})
+    little = post(port, run_input("t-little", "r-2", said("hello")), browser(alice).headers())
+
+    verified(little.events)
+    assert re.fullmatch(r"[\d,]+ tokens are left of your daily allowance of 60,000 tokens\. It resets at midnight "
+                        r"\((in \d+ h|in under an hour)\)\.", succeeded(little).metadata["allowance"])
 
 
 def test_a_message_past_the_persons_allowance_is_a_run_error_saying_when_it_resets(

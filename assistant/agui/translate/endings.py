@@ -62,7 +62,8 @@ class Endings(TextMessages):
         self.finished = True
         return events + terminal
 
-    def _answered(self, reply: dict[str, Any] | None, answered_by: int | None = None) -> list[Any]:
+    def _answered(self, reply: dict[str, Any] | None, answered_by: int | None = None, *,
+                  allowance: str | None = None) -> list[Any]:
         """The run's reply, then its end. The reply is said as a message of its own only when the client does
         not hold it already as the text of the model call that wrote it: the top run's last, or, when a member
         answered for it (a handoff; `answered_by`, the member's run that wrote the answer), that member's last,
@@ -81,6 +82,8 @@ class Endings(TextMessages):
             metadata.update(answeredBy=subagent_id(answered_by), member=(reply or {}).get("member"))
         elif reply and reply.get("member"):
             metadata["member"] = reply["member"]  # the run itself was the member's: a plain request routed to it
+        if allowance:
+            metadata["allowance"] = allowance  # little is left of the person's allowance: how much, in words
         return self._end([*events, RunFinishedEvent(
             thread_id=self.thread_id, run_id=self.run_id, outcome=RunFinishedSuccessOutcome(),
             result={"reply": text}, metadata=metadata)])

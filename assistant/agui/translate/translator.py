@@ -75,7 +75,7 @@ class Translator(Steps, Interrupts):
         top = runs[0]
         status = top["status"]
         if status == "succeeded":
-            events += self._answered(state.get("reply"), top.get("answered_by"))
+            events += self._answered(state.get("reply"), top.get("answered_by"), allowance=state.get("allowance"))
         elif status in ("failed", "timed_out"):
             events += self._end([RunErrorEvent(message=top["error"] or "The run failed.",
                                                code=top["stop_reason"] or status,
