@@ -175,10 +175,12 @@ class Left:
         return int(max(Decimal(self.amount), Decimal(0)) / per_token)
 
 
-def _left_now(owner: Any, now: datetime, *, not_counting: AgentRun | None = None) -> list[Left]:
-    """What is left of each of the person's limits now, as a send reads it (two queries; none left when they
-    have no allowance); `not_counting`: a run at work whose own hold is not counted against it."""
-    limits = limits_of(owner)
+def _left_now(owner: Any, now: datetime, *, limits: list[Limit] | None = None,
+              not_counting: AgentRun | None = None) -> list[Left]:
+    """What is left of each of the person's limits (`limits`, read when not given) now, as a send reads it (two
+    queries; none left when they have no allowance); `not_counting`: a run at work whose own hold is not counted
+    against it."""
+    limits = limits_of(owner) if limits is None else limits
     if not limits:
         return []
     bounds = {period: period_bounds(period, now) for period in {limit.period for limit in limits}}
@@ -210,12 +212,13 @@ def allowance_hold(user: Any, config: dict[str, Any], *, now: datetime | None = 
     """Fit a run about to open for `user` (its `config`, changed in place) within their allowances: its token
     limit at most what is left, and the hold kept in its config. None when no allowance applies; raises
     AllowanceSpent when too little is left. Call it in the transaction that writes the run."""
-    if not limits_of(user):
+    limits = limits_of(user)
+    if not limits:
         return None
     _lock(user)
     now = now or timezone.now()
     per_token = most_per_token(str(config.get("model") or assistant_settings.MODEL), config.get("prices"))
-    tightest = _tightest(_left_now(user, now), per_token)
+    tightest = _tightest(_left_now(user, now, limits=limits), per_token)
     if tightest is None:
         return None  # a model with no price spends nothing counted in money
     left, binding = tightest
