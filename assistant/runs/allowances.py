@@ -12,8 +12,8 @@ sends of theirs read one after the other, each seeing the other's hold.
 
 What is left that would not pay for one answer of the model (MAX_OUTPUT_TOKENS) refuses the message, saying which
 allowance was used and when it resets. A run that reaches what is left stops at its next model call, saying so;
-and before each of its model calls, a top run that holds an allowance reads it again (`allowance_now`), so one
-staff lowered meanwhile stops it too.
+and before each of its model calls, a run whose tree holds an allowance reads it again (`allowance_now`), so
+one staff lowered meanwhile stops it too.
 """
 
 from __future__ import annotations
@@ -32,12 +32,14 @@ from django.utils import formats, timezone
 
 from assistant.conf import assistant_settings
 from assistant.llm.prices import most_per_token
-from assistant.models import AgentAllowance, AgentRun
+from assistant.models import AgentAllowance, AgentRun, AgentStep
 
 PERIODS = ("day", "month")
 _WORDS = {"day": "daily", "month": "monthly"}
 #: The run's config key its hold is kept under.
 ALLOWANCE = "allowance"
+#: A member's config key saying its tree's top run holds an allowance (which the member reads again too).
+ALLOWANCE_TREE = "allowance_tree"
 # The first key of the person's lock (the second is their id): any number no other lock of the site uses.
 _LOCK_SPACE = 0x41_4C_57
 
@@ -237,13 +239,30 @@ def allowance_hold(user: Any, config: dict[str, Any], *, now: datetime | None = 
     return hold
 
 
-def allowance_now(run: AgentRun) -> tuple[int, str] | None:
-    """For a top run that holds an allowance: the most its tree may use in all by the person's allowances as they
-    are now — staff may have lowered one since it began — and what it says when it stops for that; None when it
-    holds none, or what applies now still leaves it its whole hold. What the person's other runs used, or hold,
-    is counted as a send counts it; this run's own hold is not counted against it. Two queries."""
+def allowance_now(run: AgentRun, used: int) -> tuple[int, str] | None:
+    """For a run of a tree whose top run holds an allowance, which with the members it asked has used `used`
+    tokens: the most it may use by the person's allowances as they are now — staff may have lowered one since
+    the tree began — and what it says when it stops for that; None when its tree holds none, or what applies now
+    still leaves the tree its whole hold. What the person's other runs used, or hold, is counted as a send counts
+    it; the tree's own hold is not counted against it. Two queries for a top run; for a member, two more (its
+    top run, and what the rest of the tree used)."""
+    if run.parent_id is None:
+        return _top_allowance_now(run)
+    if not (run.config or {}).get(ALLOWANCE_TREE):
+        return None
+    top = AgentRun.objects.get(pk=run.root_id or run.parent_id)
+    found = _top_allowance_now(top)
+    if found is None:
+        return None
+    most, words = found
+    tree = AgentStep.objects.filter(Q(run_id=top.pk) | Q(run__root_id=top.pk)).aggregate(
+        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
+    return most - ((tree["prompt"] or 0) + (tree["completion"] or 0) - used), words
+
+
+def _top_allowance_now(run: AgentRun) -> tuple[int, str] | None:
     hold = (run.config or {}).get(ALLOWANCE)
-    if run.parent_id is not None or not isinstance(hold, dict):
+    if not isinstance(hold, dict):
         return None
     per_token = most_per_token(str((run.config or {}).get("model") or run.model), (run.config or {}).get("prices"))
     # Its allowance removed: the run keeps within what it was given.

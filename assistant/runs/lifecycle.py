@@ -29,6 +29,7 @@ from assistant.live.payloads import chat_payload, message_payload, run_event, ru
 from assistant.llm.prices import price_table
 from assistant.models import AgentChat, AgentMessage, AgentRun, AgentStep, step_counts
 from assistant.plans.record import run_plan_close
+from assistant.runs.allowances import ALLOWANCE, ALLOWANCE_TREE
 from assistant.runs.cancel_flags import request_cancel
 from assistant.runs.lease import LeaseLost, write_fenced
 from assistant.runs.profile import run_intent, run_profile_record
@@ -194,6 +195,8 @@ def run_child_start(*, parent: AgentRun, spec: str, task: str, sharing: int = 1,
     config["asked_by"] = parent.spec  # its profile entry says who asked it, read from here when it ends
     # Its trace goes on from the asking run's (assistant/tracing/): the worker that takes it may be another.
     config["trace"] = handoff(f"ask {spec}", {"gen_ai.agent.name": spec})
+    if ALLOWANCE in (parent.config or {}) or (parent.config or {}).get(ALLOWANCE_TREE):
+        config[ALLOWANCE_TREE] = True  # its tree holds part of the person's allowance: it reads it again too
     if (parent.config or {}).get("attachments"):
         # The files the person sent with the request go to every member working on it, with its task.
         config["attachments"] = list(parent.config["attachments"])

@@ -85,7 +85,7 @@ class Limits:
                           f"{token_limit} tokens for one request.")
         # Staff may have lowered the person's allowance since the run was given its share: it keeps to what is
         # left now.
-        lowered = allowance_now(self.run)
+        lowered = allowance_now(self.run, tokens)
         if lowered is not None and tokens + predicted > lowered[0]:
             raise StopRun(Status.FAILED, AgentRun.StopReason.ALLOWANCE, lowered[1])
 

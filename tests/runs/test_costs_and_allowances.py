@@ -11,6 +11,7 @@ saying so.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -32,7 +33,7 @@ from assistant.runs.allowances import limits_of, period_bounds
 from assistant.testing.providers.openai_server import FakeOpenAIServer, openai_stream
 from assistant.testing.sockets import connect, receive_until
 from tests.conftest import WorkerProcess, assistant_settings_with, wait_for, wait_for_run
-from tracker.models import Project
+from tracker.models import Project, Task
 
 PRICES = {"openai:fake-gpt": {"input": "2", "cached_input": "0.5", "output": "8"}}
 
@@ -228,6 +229,36 @@ def test_a_run_at_work_when_staff_lower_the_allowance_stops_at_its_next_model_ca
     assert send_and_lower_while_waiting(alice, 8_000).status == "succeeded"
     assert send_and_lower_while_waiting(alice, 200_000).status == "succeeded"
     assert len(fake_openai.bodies) == 6
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_a_member_at_work_when_staff_lower_the_allowance_stops_and_so_does_the_run_that_asked_it(
+        alice: Any, celery_worker: WorkerProcess, fake_openai: FakeOpenAIServer) -> None:
+    allowance = AgentAllowance.objects.create(user=alice, tokens_per_day=100_000)
+    home = Project.objects.create(owner=alice, name="Home")
+    milk = {"project": home.pk, "title": "Buy milk"}
+    fake_openai.queue(
+        openai_stream([], [("a1", "ask_test-clerk", {"task": "Add 'Buy milk' to Home."})], usage=(1_000, 50)),
+        # The member's first answer takes a while: the allowance is lowered meanwhile.
+        dataclasses.replace(openai_stream([], [("c1", "tracker_task_create", milk)], usage=(1_000, 50)), delay=2),
+    )
+    chat = AgentChat.objects.create(owner=alice, spec="test-asker")
+    with assistant_settings_with(MODEL="openai:fake-gpt", MAX_OUTPUT_TOKENS=1_024):
+        sent = chat_send(user=alice, content="add Buy milk to Home", chat_id=chat.pk)
+        wait_for(lambda: len(fake_openai.bodies) == 2, timeout=30, what="the member's first model call")
+        AgentAllowance.objects.filter(pk=allowance.pk).update(tokens_per_day=3_000)
+        top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+
+    # 2,100 used by the tree: another call (its 1,050 and a 1,024-token answer) would pass 3,000.
+    member = AgentRun.objects.get(parent=top)
+    words = "The assistant stopped: another model call would pass what is left of your daily allowance of 3,000 tokens."
+    assert (member.status, member.stop_reason, member.model_calls) == ("failed", AgentRun.StopReason.ALLOWANCE, 1)
+    assert member.error.startswith(words)
+    # Its call was made before its next model call was refused; the run that asked it stops at its own next one.
+    assert Task.objects.filter(project=home, title="Buy milk").exists()
+    assert (top.status, top.stop_reason, top.model_calls) == ("failed", AgentRun.StopReason.ALLOWANCE, 1)
+    assert top.error.startswith(words) and len(fake_openai.bodies) == 2
 
 
 @pytest.mark.django_db(transaction=True)
