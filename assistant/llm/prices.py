@@ -142,7 +142,6 @@ def most_per_token(chain: str, table: Mapping[str, Any] | None = None) -> Decima
     return max(price.most_per_token for price in prices if price is not None)
 
 
-
 def cost_words(cost: Decimal | None, *, none: str = "—") -> str:
     """A cost as staff read it, in the CURRENCY setting: `0.0068 USD` (four places under one, two above); `none`
     when no price was known."""

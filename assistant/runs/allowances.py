@@ -31,8 +31,9 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import formats, timezone
 
 from assistant.conf import assistant_settings
-from assistant.llm.prices import most_per_token
-from assistant.models import AgentAllowance, AgentRun, AgentStep
+from assistant.llm.prices import COST_PLACES, most_per_token
+from assistant.models import AgentAllowance, AgentRun
+from assistant.society.budget import tree_usage
 
 PERIODS = ("day", "month")
 _WORDS = {"day": "daily", "month": "monthly"}
@@ -232,7 +233,7 @@ def allowance_hold(user: Any, config: dict[str, Any], *, now: datetime | None = 
         raise AllowanceSpent(f"{said} {_resets_in_words(binding.resets_at, now)}", binding.resets_at)
     tokens = min(int(config["max_tokens_per_run"]), left)
     config["max_tokens_per_run"] = tokens
-    hold = {"tokens": tokens, "cost": str((tokens * per_token).quantize(Decimal("0.000001"))) if per_token else None,
+    hold = {"tokens": tokens, "cost": str((tokens * per_token).quantize(COST_PLACES)) if per_token else None,
             "period": binding.limit.period, "kind": binding.limit.kind, "limit": str(binding.limit.amount),
             "resets_at": binding.resets_at.isoformat(), "binds": tokens == left}
     config[ALLOWANCE] = hold
@@ -255,9 +256,7 @@ def allowance_now(run: AgentRun, used: int) -> tuple[int, str] | None:
     if found is None:
         return None
     most, words = found
-    tree = AgentStep.objects.filter(Q(run_id=top.pk) | Q(run__root_id=top.pk)).aggregate(
-        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"))
-    return most - ((tree["prompt"] or 0) + (tree["completion"] or 0) - used), words
+    return most - (tree_usage(top).tokens - used), words
 
 
 def _top_allowance_now(run: AgentRun) -> tuple[int, str] | None:

@@ -50,7 +50,11 @@ class Usage:
 
 def _own_usage(run_ids: Iterable[int]) -> dict[int, Usage]:
     """Each run's own steps, in one query: its model calls, its tool calls (a delegation is one) and tokens."""
-    rows = (AgentStep.objects.filter(run_id__in=list(run_ids)).values("run_id")
+    return _usage_by_run(Q(run_id__in=list(run_ids)))
+
+
+def _usage_by_run(steps: Q) -> dict[int, Usage]:
+    rows = (AgentStep.objects.filter(steps).values("run_id")
             .annotate(model_calls=Count("id", filter=Q(kind=AgentStep.Kind.MODEL_CALL)),
                       tool_calls=Count("id", filter=Q(kind=AgentStep.Kind.TOOL_CALL)),
                       prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")))
@@ -75,7 +79,10 @@ def subtrees_usage(run_ids: list[int]) -> Usage:
 
 
 def tree_usage(run: AgentRun) -> Usage:
-    """What `run` and every run below it used."""
+    """What `run` and every run below it used; for a top run, in one query (each of its members names it as the
+    root of its tree)."""
+    if run.parent_id is None:
+        return sum(_usage_by_run(Q(run_id=run.pk) | Q(run__root_id=run.pk)).values(), Usage())
     return subtrees_usage([run.pk])
 
 

@@ -219,10 +219,11 @@ class AppTools(Toolset):
             )
             if outcome.status == "error":
                 traced.failed("tool_error", outcome.reason)
-            traced.set(tool_answered(outcome.to_model()))
+            answer = outcome.to_model()
+            traced.set(tool_answered(answer))
         # The tool's card of what it did, drawn as the person sees the object now (assistant/live/cards.py).
         step.card = step_card(turn.user, step.tool_name, outcome, sent_from=turn.authority.sent_from)
-        record_outcome(turn, step, call, {**outcome.to_model(), **changed_by_person(step)}, started=started)
+        record_outcome(turn, step, call, {**answer, **changed_by_person(step)}, started=started)
         if outcome.session_ended:
             raise SessionEnded()
         return Next.ON

@@ -23,18 +23,28 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 CSV = b"title,priority,due_date\nBuy milk,high,2026-12-10\nFix the fence,,\n"
 
 
+def _asked_the_demo_society(user: Any, text: str, attachment: int) -> AgentRun:
+    """`text` sent with the file to the site's demo society, in a chat of its own; its top run once ended."""
+    chat = AgentChat.objects.create(owner=user, spec="orchestrator")
+    sent = chat_send(user=user, content=text, chat_id=chat.pk, attachments=[attachment])
+    return wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+
+
+def _the_trees_step(top: AgentRun, tool_name: str) -> AgentStep:
+    """The one call of `tool_name` in the tree of `top`, by whichever run of it made it."""
+    [step] = AgentStep.objects.filter(run__in=[top, *AgentRun.objects.filter(root=top)], tool_name=tool_name)
+    return step
+
+
 def test_the_demo_society_imports_an_attached_csv_through_the_clerk(alice: Any, celery_worker: WorkerProcess) -> None:
     home = Project.objects.create(owner=alice, name="Home")
     csv = uploaded(alice, "tasks.csv", CSV)
-    chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
 
-    sent = chat_send(user=alice, content="make tasks from this CSV in Home", chat_id=chat.pk, attachments=[csv])
-    top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+    top = _asked_the_demo_society(alice, "make tasks from this CSV in Home", csv)
 
     assert top.status == "succeeded", top.error
     # The clerk did it, with the person's file: its step is the tracker's own import form's.
-    [imported] = AgentStep.objects.filter(run__in=[top, *AgentRun.objects.filter(root=top)],
-                                          tool_name="tracker_tasks_import")
+    imported = _the_trees_step(top, "tracker_tasks_import")
     assert imported.run.spec == "clerk" and imported.took_effect is True
     assert imported.arguments == {"pk": home.pk, "file": csv}
     assert sorted(Task.objects.filter(project=home).values_list("title", flat=True)) == ["Buy milk", "Fix the fence"]
@@ -92,14 +102,11 @@ def test_the_demo_society_attaches_a_file_to_the_task_it_names(alice: Any, celer
     home = Project.objects.create(owner=alice, name="Home")
     fence = Task.objects.create(project=home, title="Fix the fence")
     quote = uploaded(alice, "quote.csv", b"item,price\nposts,80\n")
-    chat = AgentChat.objects.create(owner=alice, spec="orchestrator")
 
-    sent = chat_send(user=alice, content="attach this to “Fix the fence”", chat_id=chat.pk, attachments=[quote])
-    top = wait_for_run(sent.run.pk, *AgentRun.ENDED_STATUSES, timeout=60)
+    top = _asked_the_demo_society(alice, "attach this to “Fix the fence”", quote)
 
     assert top.status == "succeeded", top.error
-    [attached] = AgentStep.objects.filter(run__in=[top, *AgentRun.objects.filter(root=top)],
-                                          tool_name="tracker_task_attach")
+    attached = _the_trees_step(top, "tracker_task_attach")
     assert attached.run.spec == "clerk" and attached.took_effect is True
     assert attached.arguments == {"pk": fence.pk, "file": quote}
     assert list(fence.files.values_list("name", flat=True)) == ["quote.csv"]
