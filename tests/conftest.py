@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, connections
 from django.test import Client
 
 from assistant.testing.providers.openai_server import FakeOpenAIServer
@@ -39,6 +39,33 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 _usernames = itertools.count(1)
+
+
+def _connections_held() -> int:
+    """How many of this test process's pooled database connections are out of its pool (0 before it has one)."""
+    wrapper = connections["default"]
+    pool = type(wrapper)._connection_pools.get(wrapper.alias)  # `wrapper.pool` would open one
+    if pool is None:
+        return 0
+    stats = pool.get_stats()
+    return stats["pool_size"] - stats["pool_available"]
+
+
+@pytest.fixture(autouse=True)
+def no_database_connection_left_out() -> Iterator[None]:
+    """A test leaves this process's connection pool as it found it, but for the test thread's own connection.
+    A connection that no code can reach any more (its thread ended, or the context Django kept it in is gone)
+    is held for good: ten such, in whichever tests a process happens to run, and a later test's page waits
+    for one until the pool's timeout, then fails far from the test that took them."""
+    allowed = max(_connections_held(), 1)
+    yield
+    deadline = time.monotonic() + settings.DATABASE_POOL_TIMEOUT
+    while (held := _connections_held()) > allowed and time.monotonic() < deadline:
+        time.sleep(0.05)  # a request still being answered hands its connection back as it ends
+    assert held <= allowed, (
+        f"the test left {held - allowed} database connection(s) out of the pool for good ({held} out, "
+        f"{allowed} allowed): code that used the database in a thread or context that ended never closed them"
+    )
 
 
 @pytest.fixture

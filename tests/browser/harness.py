@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connections
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.conftest import PROJECT_DIR, WorkerProcess, daphne_on_test_database, the_only_worker
@@ -79,6 +80,9 @@ class _Chromium:
             # The tests' own ORM calls are plain synchronous code, which Django would refuse beside the loop.
             self._patch = pytest.MonkeyPatch()
             self._patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+            # Starting Playwright gives this thread another context, and Django keeps database connections per
+            # context: one open now would be out of reach from then on, and out of the pool for good.
+            _close_database_connections()
             self._playwright = sync_playwright().start()
             self.browser = self._playwright.chromium.launch(
                 executable_path=CHROMIUM,
@@ -93,6 +97,7 @@ class _Chromium:
             try:
                 self.browser.close()
             finally:
+                _close_database_connections()  # those opened in Playwright's context, which ends here
                 self._playwright.stop()
                 if self._patch is not None:
                     self._patch.undo()
@@ -100,6 +105,13 @@ class _Chromium:
 
 
 _CHROMIUM = _Chromium()
+
+
+def _close_database_connections() -> None:
+    """Hand this context's database connections back to the pool, but one a test's transaction is using."""
+    for wrapper in connections.all(initialized_only=True):
+        if not wrapper.in_atomic_block:
+            wrapper.close()
 
 
 @pytest.fixture(scope="module")
