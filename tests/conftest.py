@@ -41,30 +41,32 @@ def pytest_configure(config: pytest.Config) -> None:
 _usernames = itertools.count(1)
 
 
-def _connections_held() -> int:
-    """How many of this test process's pooled database connections are out of its pool (0 before it has one)."""
-    wrapper = connections["default"]
-    pool = type(wrapper)._connection_pools.get(wrapper.alias)  # `wrapper.pool` would open one
+def _connections_held_elsewhere() -> int:
+    """How many of this test process's pooled database connections are out of its pool, but the test thread's
+    own (0 before the process has a pool)."""
+    own = connections["default"]
+    pool = type(own)._connection_pools.get(own.alias)  # `own.pool` would open one
     if pool is None:
         return 0
     stats = pool.get_stats()
-    return stats["pool_size"] - stats["pool_available"]
+    return stats["pool_size"] - stats["pool_available"] - (own.connection is not None)
 
 
 @pytest.fixture(autouse=True)
 def no_database_connection_left_out() -> Iterator[None]:
-    """A test leaves this process's connection pool as it found it, but for the test thread's own connection.
-    A connection that no code can reach any more (its thread ended, or the context Django kept it in is gone)
-    is held for good: ten such, in whichever tests a process happens to run, and a later test's page waits
-    for one until the pool's timeout, then fails far from the test that took them."""
-    allowed = max(_connections_held(), 1)
+    """A test hands back every database connection it took but its own thread's. One that no code can reach
+    any more (its thread ended, or the context Django kept it in is gone) is out of the pool for good: ten
+    such, in whichever tests a process happens to run, and a later test's page waits for one until the
+    pool's timeout, then fails far from the test that took them."""
+    before = _connections_held_elsewhere()
     yield
     deadline = time.monotonic() + settings.DATABASE_POOL_TIMEOUT
-    while (held := _connections_held()) > allowed and time.monotonic() < deadline:
+    while (held := _connections_held_elsewhere()) > before and time.monotonic() < deadline:
         time.sleep(0.05)  # a request still being answered hands its connection back as it ends
-    assert held <= allowed, (
-        f"the test left {held - allowed} database connection(s) out of the pool for good ({held} out, "
-        f"{allowed} allowed): code that used the database in a thread or context that ended never closed them"
+    assert held <= before, (
+        f"the test left {held - before} database connection(s) out of the pool for good ({held} besides the "
+        f"test thread's, {before} before it): code that used the database in a thread or context that ended "
+        "never closed them"
     )
 
 

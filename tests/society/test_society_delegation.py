@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from assistant.conversation.services import chat_send
@@ -127,7 +128,7 @@ def test_a_members_approval_reaches_the_panel_naming_it_and_answers_only_its_ste
         await tab.send_json_to({"type": "assistant.send", "content": "delete the old chore", "chat_id": chat.pk})
         asked = (await receive_until(tab, lambda e: e["type"] == "assistant.confirm", timeout=30))[-1]
         # The run that asked pauses once it has handed the work over, which the member's question can beat.
-        await asyncio.to_thread(wait_for, lambda: AgentRun.objects.filter(
+        await database_sync_to_async(wait_for)(lambda: AgentRun.objects.filter(
             chat=chat, parent=None, status=AgentRun.Status.AWAITING_MEMBERS).exists(),
             what="the asking run to wait for its member")
         # A reload in another tab shows the same question, from the member, nested in the tree.
@@ -215,7 +216,9 @@ def test_signing_out_stops_the_member_at_work_and_the_run_that_asked_it(
     async def scenario() -> dict[str, Any]:
         assert (await tab.connect())[0]
         await tab.send_json_to({"type": "assistant.send", "content": "list my tasks", "chat_id": chat.pk})
-        return (await receive_until(tab, lambda e: e["type"] == "assistant.token" and "member" in e, timeout=30))[-1]
+        token = (await receive_until(tab, lambda e: e["type"] == "assistant.token" and "member" in e, timeout=30))[-1]
+        await tab.disconnect()
+        return token
 
     first = asyncio.run(scenario())
     browser.logout()  # the person signs out in another tab of the same browser session
