@@ -22,6 +22,7 @@ from assistant.live.threads import branch_payloads
 from assistant.models import AgentRun, AgentStep
 from assistant.page_context import BadPage, page_context, suggestions
 from assistant.plans.record import plan_payload
+from assistant.runs.allowances import person_allowance_note
 from assistant.tools import tool_for
 
 # Pages of `assistant.load` (messages) and `assistant.chats` (chats): default and largest sizes.
@@ -60,7 +61,7 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
                                  "has_more": False, "before": before, "event_seq": event_seq}
         if with_steps:
             state["runs"] = []
-        return state
+        return _with_allowance(state, user)
     page = selectors.chat_messages_page(chat=chat, before=before, limit=limit, with_steps=with_steps)
     run = selectors.chat_active_run(chat=chat)
     members = selectors.run_members(run=run) if run is not None else []
@@ -96,6 +97,14 @@ def chat_state(user: Any, chat_id: int | None, *, before: int | None = None, lim
         state["runs"] = [{**run_payload(past), "steps": [step_payload(step) for step in page.steps[past.pk]],
                           "plan": _plan_or_none(past_plans.get(past.pk)), "question_id": question_of.get(past.pk)}
                          for past in page.runs]
+    return _with_allowance(state, user)
+
+
+def _with_allowance(state: dict[str, Any], user: Any) -> dict[str, Any]:
+    """The newest page says, as a reply did, when little is left of the person's allowance (`allowance`, in
+    words, or None): a reload keeps the note above the message box. An older page says nothing of it."""
+    if state["before"] is None:
+        state["allowance"] = person_allowance_note(user.pk)
     return state
 
 

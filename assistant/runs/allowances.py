@@ -282,12 +282,18 @@ def allowance_note(run: AgentRun) -> str | None:
     tokens. It resets at midnight (in 5 h)."); None otherwise (and, for a run that held none, no query)."""
     if not isinstance((run.config or {}).get(ALLOWANCE), dict):
         return None
+    return person_allowance_note(run.owner_id)
+
+
+def person_allowance_note(owner: Any) -> str | None:
+    """The same words for a person whatever they last asked, as the panel shows them again when it loads (one
+    query for anyone without an allowance); None when no allowance of theirs is that low."""
     now = timezone.now()
 
     def share(left: Left) -> Decimal:
         return Decimal(left.amount) / Decimal(left.limit.amount) if left.limit.amount else Decimal(0)
 
-    low = [left for left in _left_now(run.owner_id, now) if share(left) < LOW_SHARE]
+    low = [left for left in _left_now(owner, now) if share(left) < LOW_SHARE]
     if not low:
         return None
     lowest = min(low, key=share)

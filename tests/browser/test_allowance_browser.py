@@ -1,6 +1,7 @@
 """How much is left of an allowance, as the person sees it, in Chromium, through daphne, the real worker and the
 channel layer: once less than a quarter of their daily allowance is left, a reply is followed by a line above the
-message box that says how much, and when it resets. The panel with it passes the accessibility check."""
+message box that says how much, and when it resets, and a reload keeps it. The panel with it passes the accessibility
+check."""
 
 from __future__ import annotations
 
@@ -44,6 +45,12 @@ def test_a_reply_says_how_much_is_left_of_an_allowance_nearly_used(
     expect(note).to_have_text(re.compile(r"^[\d,]+ tokens are left of your daily allowance of 60,000 tokens\. "
                                          r"It resets at midnight \(in (\d+ h|under an hour)\)\.$"))
     expect(note).to_have_attribute("role", "status")
+    said = note.text_content()
+    # A reload keeps it: the chat's load says it again.
+    page.reload()
+    page.wait_for_selector(f"{CONV} [data-assistant-status].is-connected")
+    expect(note).to_be_visible()
+    expect(note).to_have_text(re.compile("^" + re.escape(said.split(" It resets")[0]) + " It resets at midnight"))
     violations = axe_violations(page, CONV)
     assert not violations, describe_violations(violations)
     screenshot(page.locator(CONV), "allowance-note")

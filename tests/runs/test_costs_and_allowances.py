@@ -293,6 +293,24 @@ def test_a_reply_says_how_much_is_left_once_less_than_a_quarter_of_an_allowance_
     # Someone with no allowance is told nothing.
     assert "allowance" not in replied(bob, (19_000, 1_000))
 
+    def loaded(person: Any, **request: Any) -> dict[str, Any]:
+        tab = connect(person)
+
+        async def scenario() -> dict[str, Any]:
+            assert (await tab.connect())[0]
+            await tab.send_json_to({"type": "assistant.load", **request})
+            events = await receive_until(tab, lambda e: e["type"] == "assistant.messages_loaded")
+            await tab.disconnect()
+            return events[-1]
+
+        return asyncio.run(scenario())
+
+    # A reload says it again, from the rows: the newest page of any chat, not an older page, and nobody else's.
+    again = loaded(alice)
+    assert again["allowance"].startswith("9,000 tokens are left of your daily allowance of 40,000 tokens.")
+    assert "allowance" not in loaded(alice, chat_id=again["chat"]["id"], before=again["messages"][-1]["id"])
+    assert loaded(bob)["allowance"] is None
+
 
 def test_periods_start_at_midnight_and_on_the_first_in_the_sites_time_zone() -> None:
     now = timezone.make_aware(datetime(2026, 12, 31, 15, 30))

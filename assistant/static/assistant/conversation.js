@@ -248,8 +248,8 @@
     this.status.className = "assistant-status " + (className || "");
   };
 
-  // Little left of the person's allowance (a reply's `allowance`, in words): said above the message box until
-  // a reply says nothing of it.
+  // Little left of the person's allowance (a reply's or a load's `allowance`, in words): said above the
+  // message box until a reply or a load says nothing of it.
   Conversation.prototype.showAllowance = function (words) {
     if (!this.allowanceNote) return;
     this.allowanceNote.textContent = words || "";
@@ -1076,6 +1076,8 @@
     this.showTitle(state.chat);
     this.markCurrentChat();
     this.showComposer();
+    // Little left of the allowance is said again after a reload, as the last reply said it.
+    if ("allowance" in state) this.showAllowance(state.allowance);
     // The tool a waiting card would run, as its `assistant.confirm` said it (its form of values needs it).
     if (state.pending_tool && state.pending_tool.name) this.tools[state.pending_tool.name] = state.pending_tool;
     var active = state.active_run;
