@@ -19,7 +19,7 @@ from django.utils import timezone
 from ..types import Message, ModelResponse, TextDeltaCallback, ToolCall, ToolSpec, Usage
 from .capabilities import asks_what_i_can_do, capabilities, purpose
 from .fields import field_values
-from .files import AttachedFile, file_arguments, needs_a_file, split_files, usable
+from .files import AttachedFile, describe_files, file_arguments, needs_a_file, split_files, usable
 from .followup import answered_request, relayed_task
 from .greetings import greeting_reply, is_greeting
 from .lookups import Lookup, find_call, lookup_arguments, reader_for, resolve
@@ -129,6 +129,9 @@ class OfflineModel:
             # For the assistant itself, even right after it asked for a value: "hi" answers no "What title?".
             members = [seat_of(tool).name for tool in tools if is_delegation(tool)] if not own else []
             return greeting_reply(text, members=members, has_tools=bool(infos)), []
+        # "what is in this file?": what the files hold, told from the block the person's message carries.
+        if _asks_about_the_files(words, files):
+            return describe_files(files), []
         # "5" after "Which book (its id)?": the request asked about, with the value (see followup.py).
         if asks_members and not own:
             # A member's question came as the reply itself (a handoff) or inside a relayed one: the answer
@@ -261,6 +264,16 @@ def _means_the_files(words: str, files: Sequence[AttachedFile]) -> bool:
     if not files:
         return False
     return bool(_FILE_WORDS.search(words)) or any(file.name and file.name.lower() in words.lower() for file in files)
+
+
+_ABOUT_FILES = re.compile(
+    r"\b(what('?s| is| are)? in|what do(es)? .{0,40}\b(say|contain|hold)|describe|summari[sz]e|read (it|this|them|the)"
+    r"|look at|tell me about|show me|how many (rows|lines))\b", re.IGNORECASE)
+
+
+def _asks_about_the_files(words: str, files: Sequence[AttachedFile]) -> bool:
+    """Whether the person asks what their files hold ("what is in this file?", "summarise the CSV")."""
+    return _means_the_files(words, files) and bool(_ABOUT_FILES.search(words))
 
 
 def _understood(infos: list[ToolInfo]) -> Any:
