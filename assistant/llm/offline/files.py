@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,7 +104,7 @@ def _describe(file: AttachedFile) -> str:
                 f"{cut}\n\n| {' | '.join(_cell(name) for name in header)} |\n|{'---|' * len(header)}\n{shown}{more}")
     lines = [line for line in file.content.splitlines() if line.strip()]
     count = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
-    quoted = "\n".join(f"> {_cell(line)}" for line in lines[:SHOWN_ROWS])
+    quoted = "  \n".join(f"> {_cell(line)}" for line in lines[:SHOWN_ROWS])  # a line each (a hard break)
     more = f"\n\n…and {len(lines) - SHOWN_ROWS} more." if len(lines) > SHOWN_ROWS else ""
     return f"{heading} is text of {count}.{cut} It begins:\n\n{quoted}{more}"
 
@@ -131,4 +132,7 @@ def _cell(value: str) -> str:
     text = " ".join(value.split())
     if len(text) > SHOWN_CHARS:
         text = text[: SHOWN_CHARS - 1] + "…"
-    return "".join("\\" + char if char in "\\`*_[]<>|" else char for char in text)
+    text = "".join("\\" + char if char in "\\`*_[]<>|&#" else char for char in text)
+    # What would start a list or a heading at the start of a line: "1. one", "- item", "= underline".
+    return re.sub(r"^(\d+)([.)])|^([-+=~])", lambda found: (f"{found[1]}\\{found[2]}" if found[1] else
+                                                          f"\\{found[3]}"), text)
