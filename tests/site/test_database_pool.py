@@ -10,7 +10,9 @@ and count that daphne's backends on the server while the burst lasts and after i
 
 from __future__ import annotations
 
+import asyncio
 import http.client
+import json
 import os
 import signal
 import socket
@@ -22,6 +24,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import websockets
 from django.conf import settings
 from django.db import connection
 from django.test import Client
@@ -171,6 +174,24 @@ def test_a_burst_of_requests_holds_no_more_connections_than_the_pool_and_leaves_
     assert get(web, "/healthz") == 200
     assert get(web, "/tracker/tasks/", session) == 200
     assert backends.count(WEB_NAME) <= POOL_SIZE
+
+
+def test_sockets_opened_and_closed_one_after_another_hand_their_connections_back(web: int, alice: Any) -> None:
+    """Each socket reads the database as it opens (its session and person) and for what it is asked. Three
+    times as many sockets as the pool holds, one after another: had each kept its connection once closed, the
+    pool would be spent by the fifth, which would wait for one in vain."""
+    session = session_cookie(alice)
+
+    async def one_socket() -> dict[str, Any]:
+        async with websockets.connect(f"ws://127.0.0.1:{web}/ws/assistant/", open_timeout=PATIENCE_SECONDS,
+                                      additional_headers={"Cookie": f"sessionid={session}",
+                                                          "Origin": f"http://127.0.0.1:{web}"}) as tab:
+            await tab.send(json.dumps({"type": "assistant.chats"}))
+            return dict(json.loads(await asyncio.wait_for(tab.recv(), PATIENCE_SECONDS)))
+
+    for _ in range(POOL_SIZE * 3):
+        assert asyncio.run(one_socket())["type"] == "assistant.chats_listed"
+    assert get(web, "/tracker/tasks/", session) == 200
 
 
 def timed_get(port: int, path: str, session: str) -> float:
