@@ -96,12 +96,13 @@ def _describe(file: AttachedFile) -> str:
     table = _table(file)
     if table is not None:
         header, rows = table
+        columns = [_cell(name) for name in header]
         shown = "\n".join("| " + " | ".join(_cell(value) for value in _fitted(row, len(header))) + " |"
                           for row in rows[:SHOWN_ROWS])
         more = f"\n\n…and {len(rows) - SHOWN_ROWS} more." if len(rows) > SHOWN_ROWS else ""
         count = f"{len(rows)} row{'s' if len(rows) != 1 else ''}"
-        return (f"{heading} is a table of {count} under the columns {', '.join(_cell(name) for name in header)}."
-                f"{cut}\n\n| {' | '.join(_cell(name) for name in header)} |\n|{'---|' * len(header)}\n{shown}{more}")
+        return (f"{heading} is a table of {count} under the columns {', '.join(columns)}.{cut}\n\n"
+                f"| {' | '.join(columns)} |\n|{'---|' * len(columns)}\n{shown}{more}")
     lines = [line for line in file.content.splitlines() if line.strip()]
     count = f"{len(lines)} line{'s' if len(lines) != 1 else ''}"
     quoted = "  \n".join(f"> {_cell(line)}" for line in lines[:SHOWN_ROWS])  # a line each (a hard break)
@@ -134,5 +135,4 @@ def _cell(value: str) -> str:
         text = text[: SHOWN_CHARS - 1] + "…"
     text = "".join("\\" + char if char in "\\`*_[]<>|&#" else char for char in text)
     # What would start a list or a heading at the start of a line: "1. one", "- item", "= underline".
-    return re.sub(r"^(\d+)([.)])|^([-+=~])", lambda found: (f"{found[1]}\\{found[2]}" if found[1] else
-                                                          f"\\{found[3]}"), text)
+    return re.sub(r"^(\d+)([.)])", r"\1\\\2", re.sub(r"^([-+=~])", r"\\\1", text))
